@@ -1,0 +1,92 @@
+//! The command-level interface every target offers to the runner.
+//!
+//! A step in a suite sends admin and I/O commands through a [`Device`] and judges the
+//! [`Completion`]. Userspace-driver targets (sim, QEMU, vfio) also expose their host
+//! driver for register- and queue-level cases; the Linux kernel target does not, and
+//! such cases are skipped there.
+
+use crate::spec::{Command, Completion};
+use crate::transport::TransportError;
+
+/// A command's data buffer, as the host sees it. The driver (or the kernel) builds the
+/// PRPs; a step only says which way the data moves.
+pub enum Data<'a> {
+    None,
+    /// Host to controller (Write, Set Features with a buffer, Namespace Management …).
+    ToDevice(&'a [u8]),
+    /// Controller to host (Read, Identify, Get Log Page …).
+    FromDevice(&'a mut [u8]),
+}
+
+impl Data<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Data::None => 0,
+            Data::ToDevice(b) => b.len(),
+            Data::FromDevice(b) => b.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How a target reaches the controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// nvtest's own host driver owns the controller: registers and queues are reachable.
+    Userspace,
+    /// The operating system's driver owns it; only commands pass through.
+    Kernel,
+}
+
+/// Why a command produced no completion. Drive misbehaviour is judged from
+/// completions; these errors are the `error` verdict (or a timeout, which a case may
+/// judge as a failure of the drive).
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error("{what}: no completion within {after_ms} ms")]
+    Timeout { what: String, after_ms: u64 },
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("{0}")]
+    Driver(String),
+    #[error("not possible on this target: {0}")]
+    Unsupported(String),
+}
+
+/// A controller as the runner sees it.
+pub trait Device {
+    /// Which target this is ("sim:enterprise-1.4", "qemu:ns32", "/dev/nvme0").
+    fn describe(&self) -> String;
+
+    fn access(&self) -> Access;
+
+    /// Sends an admin command and waits (bounded) for its completion. The CID and the
+    /// data pointer are filled in by the driver.
+    fn admin(&mut self, cmd: Command, data: Data<'_>) -> Result<Completion, DeviceError>;
+
+    /// Sends an I/O command on I/O submission queue `qid` (1-based) and waits for it.
+    /// `metadata` is the separate metadata buffer (MPTR) for formats that have one.
+    fn io(&mut self, qid: u16, cmd: Command, data: Data<'_>, metadata: Data<'_>) -> Result<Completion, DeviceError>;
+
+    /// The I/O queue identifiers ready for [`Device::io`].
+    fn io_queues(&self) -> Vec<u16>;
+
+    /// Keeps `count` Asynchronous Event Request commands outstanding.
+    fn arm_async_events(&mut self, count: u16) -> Result<(), DeviceError>;
+
+    /// Completions of Asynchronous Event Requests that arrived since the last call
+    /// (their AERs are re-armed). Polls the admin queue; never waits.
+    fn take_async_events(&mut self) -> Result<Vec<Completion>, DeviceError>;
+
+    /// Tells the target that namespaces were created, deleted, attached, detached or
+    /// formatted, so it can refresh what it caches (the kernel target rescans).
+    fn namespaces_changed(&mut self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+
+    /// The per-command timeout in milliseconds.
+    fn command_timeout_ms(&self) -> u64;
+}

@@ -1,0 +1,58 @@
+//! What the host driver talks through: a PCI function's configuration space, its BAR0
+//! registers, and host memory the controller reaches by DMA.
+//!
+//! Implementations: the simulated drive (crate `nvme-sim`, in-process), QEMU (qtest
+//! socket plus shared guest RAM), later vfio. The driver never knows which one it has.
+
+mod dma;
+
+pub use dma::{DmaError, DmaRegion};
+
+/// Why a transport could not do what was asked. These are nvtest or target-plumbing
+/// failures (an `error` verdict), never drive misbehaviour.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("{0}")]
+    Dma(#[from] DmaError),
+    #[error("the target went away: {0}")]
+    Gone(String),
+    #[error("the target did not answer within {0} ms")]
+    Timeout(u64),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A PCIe NVMe function as a host sees it. Offsets of `mmio_*` are within BAR0.
+pub trait Transport: Send {
+    /// A short name for reports ("sim:enterprise-1.4", "qemu:ns32").
+    fn describe(&self) -> String;
+
+    fn config_read32(&mut self, offset: u16) -> Result<u32, TransportError>;
+    fn config_write32(&mut self, offset: u16, value: u32) -> Result<(), TransportError>;
+
+    fn mmio_read32(&mut self, offset: u64) -> Result<u32, TransportError>;
+    fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), TransportError>;
+
+    /// A 64-bit register read. The default reads the low then the high dword, which
+    /// NVMe permits for CAP, ASQ and ACQ.
+    fn mmio_read64(&mut self, offset: u64) -> Result<u64, TransportError> {
+        let lo = self.mmio_read32(offset)? as u64;
+        let hi = self.mmio_read32(offset + 4)? as u64;
+        Ok(hi << 32 | lo)
+    }
+
+    fn mmio_write64(&mut self, offset: u64, value: u64) -> Result<(), TransportError> {
+        self.mmio_write32(offset, value as u32)?;
+        self.mmio_write32(offset + 4, (value >> 32) as u32)
+    }
+
+    /// Host memory the controller can reach, with its bus addresses.
+    fn dma(&self) -> &DmaRegion;
+
+    /// Called while the driver waits for a completion or a register to change, so a
+    /// target that needs a nudge (a virtual clock, an event loop) can make progress.
+    fn idle(&mut self) -> Result<(), TransportError> {
+        std::hint::spin_loop();
+        Ok(())
+    }
+}

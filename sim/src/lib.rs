@@ -1,0 +1,1 @@
+//! The simulated NVMe subsystem (to be written).
