@@ -1,0 +1,110 @@
+//! The contract between the queue engine (`controller`) and the command set
+//! (`subsystem`): the engine fetches a command, resolves its data pointer, and hands it
+//! to a [`CommandSet`]; the command set answers with a [`Done`] and may raise
+//! asynchronous events for the controller.
+
+use nvme::spec::{Command, Status};
+use nvme::transport::DmaRegion;
+
+/// What a command completed with: the status and CQE Dword 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Done {
+    pub status: Status,
+    pub dw0: u32,
+}
+
+impl Done {
+    pub const fn ok() -> Done {
+        Done { status: Status::SUCCESS, dw0: 0 }
+    }
+
+    pub const fn ok_with(dw0: u32) -> Done {
+        Done { status: Status::SUCCESS, dw0 }
+    }
+
+    /// A failed command. Errors that a retry cannot fix carry DNR, as controllers set it.
+    pub const fn err(status: Status) -> Done {
+        Done { status: status.dnr(), dw0: 0 }
+    }
+}
+
+impl From<Status> for Done {
+    fn from(status: Status) -> Done {
+        Done::err(status)
+    }
+}
+
+/// An Asynchronous Event the command set raises ("Figure 146: Asynchronous Event Request
+/// – Completion Queue Entry Dword 0"): completed to the host when an AER is outstanding
+/// and the event type is not masked until its log page is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncEvent {
+    /// Asynchronous Event Type (0 error, 1 SMART/health, 2 notice, 6 I/O command set, 7 vendor).
+    pub event_type: u8,
+    /// Asynchronous Event Information (for notices: 0 Namespace Attribute Changed, 1 Firmware Activation Starting …).
+    pub info: u8,
+    /// Log Page Identifier the host reads to clear the event.
+    pub log_page: u8,
+}
+
+/// A command's data pointer (PRP Entry 1 and 2) resolved against host memory, with the
+/// controller's memory page size (CC.MPS). Every access follows §4.3 "Physical Region
+/// Page Entry and List" and fails with the status the spec assigns (PRP Offset Invalid,
+/// Data Transfer Error) instead of touching memory it should not.
+pub trait DataPointer {
+    /// Host memory.
+    fn dma(&self) -> &DmaRegion;
+
+    /// Visits the host memory segments covering `len` bytes of data, in order:
+    /// `(bus address, length)`. Fails before visiting anything if the PRPs are invalid.
+    fn segments(&self, len: usize, visit: &mut dyn FnMut(u64, usize)) -> Result<(), Status>;
+
+    /// Controller → host: copies `data` into the buffer the PRPs describe.
+    fn to_host(&self, data: &[u8]) -> Result<(), Status> {
+        let mut ranges = Vec::new();
+        self.segments(data.len(), &mut |a, l| ranges.push((a, l)))?;
+        let mut at = 0;
+        for (addr, len) in ranges {
+            self.dma().write(addr, &data[at..at + len]).map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+            at += len;
+        }
+        Ok(())
+    }
+
+    /// Host → controller: the `len` bytes the PRPs describe.
+    fn from_host(&self, len: usize) -> Result<Vec<u8>, Status> {
+        let mut ranges = Vec::new();
+        self.segments(len, &mut |a, l| ranges.push((a, l)))?;
+        let mut out = vec![0u8; len];
+        let mut at = 0;
+        for (addr, seg) in ranges {
+            self.dma().read(addr, &mut out[at..at + seg]).map_err(|_| Status::DATA_TRANSFER_ERROR)?;
+            at += seg;
+        }
+        Ok(out)
+    }
+}
+
+/// What the command set knows of the controller a command arrived on.
+#[derive(Debug, Default)]
+pub struct ControllerContext {
+    /// CNTLID of this controller.
+    pub cntlid: u16,
+    /// Events raised for this controller, taken by the engine for outstanding AERs.
+    pub events: Vec<AsyncEvent>,
+    /// Number of I/O Submission / Completion Queues allocated (Set Features 07h), 0's
+    /// based as the feature reports them; the engine refuses queue ids beyond them.
+    pub nsqa: u16,
+    pub ncqa: u16,
+}
+
+/// The admin and NVM command set of the subsystem. Queue-management commands (Create /
+/// Delete I/O SQ and CQ), Abort and Asynchronous Event Request are the engine's own and
+/// never reach it.
+pub trait CommandSet {
+    fn admin(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done;
+
+    /// An NVM command. `metadata` is MPTR resolved as a contiguous buffer, when the
+    /// namespace's format has separate metadata.
+    fn io(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done;
+}
