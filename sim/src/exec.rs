@@ -104,7 +104,7 @@ pub struct ControllerContext {
 pub trait CommandSet {
     fn admin(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done;
 
-    /// An NVM command. `metadata` is MPTR resolved as a contiguous buffer, when the
-    /// namespace's format has separate metadata.
+    /// An NVM command. A format with separate metadata finds its buffer at `cmd.mptr`
+    /// (contiguous, §4.5 "Metadata Region").
     fn io(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done;
 }

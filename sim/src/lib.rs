@@ -12,3 +12,6 @@
 //!   they answer, profiles and quirks.
 
 pub mod exec;
+pub mod controller;
+pub mod pci;
+pub mod subsystem;

@@ -5,6 +5,11 @@
 //! compile time; no other module reads a spec structure by raw offset.
 
 pub mod command;
+pub mod dsm;
+pub mod features;
+pub mod identify;
+pub mod log;
+pub mod namespace;
 pub mod registers;
 pub mod status;
 pub mod version;

@@ -1,0 +1,18 @@
+//! nvtest: NVMe 1.2a / 1.4 compliance checker.
+//!
+//! Data flow (see DESIGN.md): a YAML suite is loaded into [`suite`] types with spans
+//! kept, validated and matrix-expanded into cases; [`run`] turns the cases into
+//! libtest-mimic trials run one at a time on a device opened by [`target`]; each case's
+//! steps ([`steps`]) send commands through `nvme::device::Device` and judge what comes
+//! back, data by [`data`]; outcomes become [`verdict`]s, written by [`report`] as JUnit.
+
+pub mod cli;
+pub mod data;
+pub mod exec;
+pub mod report;
+pub mod rules;
+pub mod run;
+pub mod steps;
+pub mod suite;
+pub mod target;
+pub mod verdict;

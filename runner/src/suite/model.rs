@@ -1,0 +1,371 @@
+//! The suite vocabulary: what a YAML suite may say, as types.
+//!
+//! "YAML declares, Rust does": a suite is a list of cases, a case is a list of steps
+//! from this fixed vocabulary with typed parameters. There is no expression language;
+//! a procedure too complex for a few steps is one step (or one named check) here,
+//! implemented and unit-tested in Rust (`crate::steps`).
+//!
+//! Parameters that vary across a case's `matrix` are written `$name` and resolved when
+//! the matrix expands (see [`Param`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A whole suite file (`suites/NAME.yaml`).
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    /// Short name, as given to `--suite` (`namespaces`, `trim`).
+    pub suite: String,
+    pub title: String,
+    /// The parts of the specification the suite checks ("NVMe 1.4 §6.7 Dataset Management").
+    pub spec: Vec<String>,
+    /// Requirements every case of the suite has; a device lacking one skips them all.
+    #[serde(default)]
+    pub requires: Vec<Requirement>,
+    /// Whether the suite changes data or configuration on the drive.
+    #[serde(default)]
+    pub destructive: bool,
+    pub cases: Vec<Case>,
+}
+
+/// One case: a rule checked by a sequence of steps.
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// kebab-case, unique in its suite; matrix values are appended (`boundaries/lbads=512`).
+    pub name: String,
+    pub title: String,
+    /// The rule this case checks, with its spec section and figure
+    /// ("NVMe 1.4 §6.7, Figure 372: ranges beyond NSZE complete with LBA Out of Range").
+    pub rule: String,
+    #[serde(default)]
+    pub requires: Vec<Requirement>,
+    /// Parameters whose values expand the case into one case per combination.
+    #[serde(default)]
+    pub matrix: BTreeMap<String, Vec<MatrixValue>>,
+    pub steps: Vec<Step>,
+}
+
+/// A value a matrix parameter takes.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum MatrixValue {
+    Int(u64),
+    Bool(bool),
+    Text(String),
+}
+
+/// A parameter: a literal, or `$name` of a matrix parameter of the case.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Param<T> {
+    Value(T),
+    Var(String),
+}
+
+/// What a device must offer for a case to run; otherwise the case is skipped with the
+/// exact missing bit or version.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Requirement {
+    /// VER (or VS) at least this ("1.3").
+    Version(String),
+    /// At least this many namespaces can be in use at once (NN, and MNAN where reported).
+    Namespaces(u32),
+    /// An LBA format with this data size (512, 4096) is supported.
+    Lbads(u32),
+    /// OACS bit 3: Namespace Management and Namespace Attachment commands.
+    NamespaceManagement,
+    /// OACS bit 1: Format NVM command.
+    FormatNvm,
+    /// ONCS bit 0: Compare command.
+    Compare,
+    /// ONCS bit 2: Dataset Management command.
+    DatasetManagement,
+    /// ONCS bit 3: Write Zeroes command.
+    WriteZeroes,
+    /// Write Zeroes with Deallocate (DEAC, NVMe 1.3 and later).
+    WriteZeroesDeallocate,
+    /// VWC bit 0: a volatile write cache is present.
+    VolatileWriteCache,
+    /// OAES bit 8: Namespace Attribute Notices (asynchronous events on namespace changes).
+    NamespaceAttributeNotices,
+    /// nvtest's own host driver owns the controller (registers and queues reachable).
+    UserspaceDriver,
+}
+
+/// A status a step expects: a spec status name ("LBA Out of Range"), `success`, or
+/// several acceptable ones.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Expect {
+    One(String),
+    AnyOf(Vec<String>),
+}
+
+/// A namespace of the case's namespace set (set up by `use_namespaces`), or a namespace
+/// identifier chosen for what it is.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum NsRef {
+    /// 1-based position in the namespace set.
+    Index(Param<u32>),
+    Named(NsName),
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NsName {
+    /// Every namespace of the set (where a step accepts several).
+    All,
+    /// The last namespace of the set.
+    Last,
+    /// A namespace identifier in 1..=NN that is not allocated.
+    Unallocated,
+    /// NN + 1: never a valid namespace identifier.
+    BeyondNn,
+    /// FFFFFFFFh, the broadcast value.
+    Broadcast,
+    /// 0: never a valid namespace identifier for an I/O command.
+    Zero,
+}
+
+/// A logical block address in a namespace.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Lba {
+    At(Param<u64>),
+    Named(LbaName),
+    /// `{from_end: k}`: NSZE - k.
+    FromEnd { from_end: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LbaName {
+    /// NSZE - 1, the last valid LBA.
+    Last,
+    /// NSZE, the first LBA past the namespace.
+    End,
+    /// The middle of the namespace.
+    Middle,
+}
+
+/// A namespace size in logical blocks.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Blocks {
+    Count(Param<u64>),
+    Named(BlocksName),
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BlocksName {
+    /// All unallocated capacity (UNVMCAP) in blocks of the requested size.
+    Remaining,
+    /// One block more than the unallocated capacity holds.
+    MoreThanRemaining,
+    /// The whole namespace (for deallocate / verify ranges).
+    Whole,
+}
+
+/// I/O commands for the raw `io` step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IoOp {
+    Read,
+    Write,
+    Compare,
+    WriteZeroes,
+    Flush,
+}
+
+/// One range of a Dataset Management deallocate.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Range {
+    pub lba: Lba,
+    pub blocks: Blocks,
+}
+
+/// Ranges of a deallocate: listed, or generated (`count` ranges of `blocks` blocks,
+/// `stride` blocks apart from `start`).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Ranges {
+    List(Vec<Range>),
+    Generated {
+        count: Param<u32>,
+        blocks: Param<u32>,
+        stride: Param<u64>,
+        #[serde(default)]
+        start: u64,
+    },
+}
+
+/// Named checks: a rule (or a small group of related rules) implemented in Rust,
+/// each citing its section and figure when it fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckName {
+    /// Identify Controller fields nvtest relies on are self-consistent (VER vs VS, NN,
+    /// MNAN ≤ NN, SN/MN/FR printable ASCII, MDTS, CNTLID, SUBNQN for 1.2.1+).
+    IdentifyController,
+    /// The Active Namespace ID list (CNS 02h) is ascending, ≤ NN, and each listed
+    /// namespace identifies with NSZE > 0; each unlisted one identifies as zeros.
+    ActiveNamespaceList,
+    /// For each namespace of the set: NCAP ≤ NSZE, NUSE ≤ NCAP.
+    NamespaceSizes,
+    /// For each namespace of the set: FLBAS selects a format ≤ NLBAF, LBADS ≥ 9, and the
+    /// in-use format is the one requested.
+    LbaFormats,
+    /// NGUID and EUI64 are unique across the set (and non-zero where reported).
+    UniqueIdentifiers,
+    /// Namespace Identification Descriptor lists (CNS 03h) agree with Identify Namespace
+    /// NGUID / EUI64 and carry no duplicates.
+    DescriptorLists,
+    /// Allocated Namespace ID list (CNS 10h) contains every active namespace; Identify
+    /// of an allocated namespace (CNS 11h) matches its active view.
+    AllocatedNamespaceList,
+    /// Controller lists (CNS 12h attached, 13h all) contain this controller as expected.
+    ControllerLists,
+    /// Reads of deallocated blocks return what DLFEAT promises (zeros, ones, or, when
+    /// not reported, merely succeed).
+    DeallocatedReads,
+}
+
+/// One step of a case.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    /// Sets up the case's namespace set: on a controller with Namespace Management,
+    /// deletes every namespace and creates `count` namespaces of `blocks` blocks, their
+    /// LBA data sizes taken in turn from `lbads`, attached to this controller; otherwise
+    /// picks `count` existing active namespaces (skipping the case when there are too few).
+    UseNamespaces {
+        count: Param<u32>,
+        lbads: Vec<Param<u32>>,
+        blocks: Param<u64>,
+    },
+    /// Deletes every namespace (Namespace Management, NSID FFFFFFFFh or one by one).
+    DeleteAllNamespaces {},
+    /// Creates one namespace and, on success, adds it to the set.
+    CreateNamespace {
+        lbads: Param<u32>,
+        blocks: Blocks,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    DeleteNamespace {
+        ns: NsRef,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    /// Namespace Attachment (Controller Attach) to this controller.
+    Attach {
+        ns: NsRef,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    /// Namespace Attachment (Controller Detach) from this controller.
+    Detach {
+        ns: NsRef,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    /// Format NVM to the format with this LBA data size (or a raw format index).
+    Format {
+        ns: NsRef,
+        #[serde(default)]
+        lbads: Option<Param<u32>>,
+        #[serde(default)]
+        lbaf: Option<Param<u8>>,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    /// Tagged write: self-describing blocks, remembered by the host map. Split into
+    /// commands of at most MDTS.
+    Write {
+        ns: NsRef,
+        lba: Lba,
+        blocks: Blocks,
+        #[serde(default)]
+        fua: bool,
+    },
+    /// Reads and judges every block against the host map.
+    Verify {
+        ns: NsRef,
+        #[serde(default)]
+        lba: Option<Lba>,
+        #[serde(default)]
+        blocks: Option<Blocks>,
+    },
+    /// One raw I/O command with an expected status (boundaries, invalid fields).
+    Io {
+        ns: NsRef,
+        op: IoOp,
+        lba: Lba,
+        /// Number of blocks (1-based; the step sends NLB = blocks - 1).
+        blocks: Param<u32>,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    /// A transfer of `blocks` blocks bigger than MDTS allows, expecting Invalid Field.
+    IoBeyondMdts {
+        ns: NsRef,
+        op: IoOp,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    /// Dataset Management with the Attribute – Deallocate (AD) bit.
+    Deallocate {
+        ns: NsRef,
+        ranges: Ranges,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    /// Deallocates the whole namespace in one range.
+    DeallocateAll {
+        ns: NsRef,
+    },
+    WriteZeroes {
+        ns: NsRef,
+        lba: Lba,
+        blocks: Param<u32>,
+        #[serde(default)]
+        deac: bool,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    Flush {
+        ns: NsRef,
+    },
+    /// Compare against what the host map says the blocks hold (`mismatch: true` compares
+    /// against altered data and expects Compare Failure).
+    Compare {
+        ns: NsRef,
+        lba: Lba,
+        blocks: Param<u32>,
+        #[serde(default)]
+        mismatch: bool,
+    },
+    /// Sends an Identify with this CNS and NSID and expects a status.
+    Identify {
+        cns: u8,
+        ns: NsRef,
+        #[serde(default)]
+        expect: Option<Expect>,
+    },
+    Check(CheckName),
+    /// Keeps Asynchronous Event Requests outstanding for the case and enables
+    /// Namespace Attribute Notices (Set Features 0Bh).
+    ArmAsyncEvents {},
+    /// Expects a Notice – Namespace Attribute Changed event, then reads the Changed
+    /// Namespace List (log 04h) and expects these namespaces in it.
+    ExpectNamespaceChanged {
+        ns: NsRef,
+    },
+}
