@@ -1,2 +1,4 @@
 //! (to be written)
-pub fn main() -> i32 { 0 }
+pub fn main() -> i32 {
+    0
+}

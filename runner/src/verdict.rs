@@ -52,9 +52,14 @@ pub enum Verdict {
     /// nvtest or the transport broke; says nothing about the drive.
     Error(String),
     /// A failure the target's expected-findings file lists, with its reason.
-    ExpectedFailure { failure: Failure, reason: String },
+    ExpectedFailure {
+        failure: Failure,
+        reason: String,
+    },
     /// Passed where the expected-findings file says it should fail: reported as a failure.
-    UnexpectedPass { reason: String },
+    UnexpectedPass {
+        reason: String,
+    },
 }
 
 impl Verdict {

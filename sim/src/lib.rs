@@ -11,7 +11,8 @@
 //! - [`subsystem`]: the NVM subsystem: namespaces, media, the admin and NVM commands
 //!   they answer, profiles and quirks.
 
-pub mod exec;
 pub mod controller;
+pub mod exec;
 pub mod pci;
+pub mod profile;
 pub mod subsystem;

@@ -5,11 +5,12 @@
 //! compile time; no other module reads a spec structure by raw offset.
 
 pub mod command;
-pub mod dsm;
 pub mod features;
 pub mod identify;
 pub mod log;
 pub mod namespace;
+pub mod nvm;
+pub mod queue;
 pub mod registers;
 pub mod status;
 pub mod version;

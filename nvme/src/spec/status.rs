@@ -264,10 +264,15 @@ impl Status {
 
     /// Every (SCT, SC) pair that has a spec name, for parsing names in suites.
     pub fn all_named() -> impl Iterator<Item = Status> {
-        [StatusCodeType::Generic, StatusCodeType::CommandSpecific, StatusCodeType::MediaAndDataIntegrity, StatusCodeType::PathRelated]
-            .into_iter()
-            .flat_map(|sct| (0..=255u8).map(move |sc| code(sct, sc)))
-            .filter(|s| s.name().is_some())
+        [
+            StatusCodeType::Generic,
+            StatusCodeType::CommandSpecific,
+            StatusCodeType::MediaAndDataIntegrity,
+            StatusCodeType::PathRelated,
+        ]
+        .into_iter()
+        .flat_map(|sct| (0..=255u8).map(move |sc| code(sct, sc)))
+        .filter(|s| s.name().is_some())
     }
 
     /// Looks a status up by its spec name, case-insensitively ("LBA Out of Range").

@@ -44,7 +44,8 @@ impl DmaRegion {
         assert!(len > 0 && len % 4096 == 0, "DMA region length must be whole 4 KiB pages");
         let layout = Layout::from_size_align(len, 4096).expect("page-aligned layout");
         // SAFETY: layout has a non-zero size.
-        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) }).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        let ptr =
+            NonNull::new(unsafe { alloc_zeroed(layout) }).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         DmaRegion { ptr, len, base, backing: Backing::Heap(layout) }
     }
 
@@ -119,7 +120,11 @@ impl DmaRegion {
     }
 
     /// Writes a spec structure at `addr`.
-    pub fn write_obj<T: zerocopy::IntoBytes + zerocopy::Immutable>(&self, addr: u64, value: &T) -> Result<(), DmaError> {
+    pub fn write_obj<T: zerocopy::IntoBytes + zerocopy::Immutable>(
+        &self,
+        addr: u64,
+        value: &T,
+    ) -> Result<(), DmaError> {
         self.write(addr, value.as_bytes())
     }
 

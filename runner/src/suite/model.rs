@@ -139,7 +139,9 @@ pub enum Lba {
     At(Param<u64>),
     Named(LbaName),
     /// `{from_end: k}`: NSZE - k.
-    FromEnd { from_end: u64 },
+    FromEnd {
+        from_end: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
