@@ -254,12 +254,22 @@ pub enum Step {
     },
     /// Deletes every namespace (Namespace Management, NSID FFFFFFFFh or one by one).
     DeleteAllNamespaces {},
-    /// Creates one namespace and, on success, adds it to the set.
+    /// Creates one namespace and, on success, adds it to the set. The format is given
+    /// by its LBA data size (`lbads`) or as a raw FLBAS index (`lbaf`), one of the two.
     CreateNamespace {
-        lbads: Param<u32>,
+        #[serde(default)]
+        lbads: Option<Param<u32>>,
+        #[serde(default)]
+        lbaf: Option<Param<u8>>,
         blocks: Blocks,
         #[serde(default)]
         expect: Option<Expect>,
+    },
+    /// Creates namespaces of `blocks` blocks until every NSID up to NN is allocated
+    /// (attaching them), so the next create must find no identifier.
+    CreateUntilFull {
+        lbads: Param<u32>,
+        blocks: Param<u64>,
     },
     DeleteNamespace {
         ns: NsRef,
@@ -354,12 +364,15 @@ pub enum Step {
         #[serde(default)]
         mismatch: bool,
     },
-    /// Sends an Identify with this CNS and NSID and expects a status.
+    /// Sends an Identify with this CNS and NSID and expects a status; with
+    /// `zero_filled: true` the returned data must be all zeros (inactive NSIDs).
     Identify {
         cns: u8,
         ns: NsRef,
         #[serde(default)]
         expect: Option<Expect>,
+        #[serde(default)]
+        zero_filled: bool,
     },
     Check(CheckName),
     /// Keeps Asynchronous Event Requests outstanding for the case and enables
