@@ -50,7 +50,7 @@ pub struct Case {
 
 /// A value a matrix parameter takes.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "a matrix value: a whole number, true / false, or text")]
 pub enum MatrixValue {
     Int(u64),
     Bool(bool),
@@ -59,10 +59,31 @@ pub enum MatrixValue {
 
 /// A parameter: a literal, or `$name` of a matrix parameter of the case.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "a whole number or `$name` (a matrix parameter of the case)")]
 pub enum Param<T> {
     Value(T),
-    Var(String),
+    /// `$name`, kept with its `$`; only text starting with `$` is a variable, so plain
+    /// words (`last`, `all`) reach the named alternatives of [`NsRef`], [`Lba`], [`Blocks`].
+    Var(
+        #[serde(deserialize_with = "dollar_name")]
+        #[schemars(with = "String", pattern(r"^\$[a-z_][a-z0-9_]*$"))]
+        String,
+    ),
+}
+
+/// Accepts only `$name` (`$` then a-z, 0-9, `_`), so that `Param::Var` never swallows a
+/// plain word meant for another alternative of an untagged enum.
+fn dollar_name<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    let well_formed = text.strip_prefix('$').is_some_and(|name| {
+        name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    });
+    if well_formed {
+        Ok(text)
+    } else {
+        Err(serde::de::Error::custom(format!("`{text}` is not `$name`")))
+    }
 }
 
 /// What a device must offer for a case to run; otherwise the case is skipped with the
@@ -99,7 +120,7 @@ pub enum Requirement {
 /// A status a step expects: a spec status name ("LBA Out of Range"), `success`, or
 /// several acceptable ones.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "a status name (`success`, `LBA Out of Range`, ...) or a list of them")]
 pub enum Expect {
     One(String),
     AnyOf(Vec<String>),
@@ -108,7 +129,10 @@ pub enum Expect {
 /// A namespace of the case's namespace set (set up by `use_namespaces`), or a namespace
 /// identifier chosen for what it is.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a namespace: a 1-based index, `$name`, or one of all, last, unallocated, beyond_nn, broadcast, zero"
+)]
 pub enum NsRef {
     /// 1-based position in the namespace set.
     Index(Param<u32>),
@@ -134,7 +158,10 @@ pub enum NsName {
 
 /// A logical block address in a namespace.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "an LBA: a whole number, `$name`, one of last, end, middle, or `{from_end: k}`"
+)]
 pub enum Lba {
     At(Param<u64>),
     Named(LbaName),
@@ -157,7 +184,10 @@ pub enum LbaName {
 
 /// A namespace size in logical blocks.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a block count: a whole number, `$name`, or one of remaining, more_than_remaining, whole"
+)]
 pub enum Blocks {
     Count(Param<u64>),
     Named(BlocksName),
@@ -196,7 +226,10 @@ pub struct Range {
 /// Ranges of a deallocate: listed, or generated (`count` ranges of `blocks` blocks,
 /// `stride` blocks apart from `start`).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "ranges: a list of `{lba, blocks}`, or `{count, blocks, stride, start}`"
+)]
 pub enum Ranges {
     List(Vec<Range>),
     Generated {
