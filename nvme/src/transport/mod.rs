@@ -5,6 +5,7 @@
 //! socket plus shared guest RAM), later vfio. The driver never knows which one it has.
 
 mod dma;
+pub mod qemu;
 
 pub use dma::{DmaError, DmaRegion};
 

@@ -1,0 +1,749 @@
+//! QEMU's emulated NVMe controllers as transports, with no guest OS: nvtest is the
+//! controller's only driver.
+//!
+//! QEMU runs `q35` under TCG with its vCPU stopped (`-S`), so no firmware ever touches
+//! a device. nvtest reaches the machine three ways:
+//! - **qtest** (`-qtest unix:…`, nvtest listening, QEMU connecting): port I/O and
+//!   physical memory reads/writes, used for PCI configuration (ECAM, enabled through
+//!   0xCF8/0xCFC at start) and BAR0 registers. See [`qtest`](self) module docs for the
+//!   posted-write scheme.
+//! - **shared guest RAM**: `memory-backend-file,share=on` on a file in /dev/shm that
+//!   nvtest maps; bus address = file offset (all RAM sits below the PCI hole, so
+//!   [`QemuConfig::memory_mb`] is at most 2048). Queues and data buffers are plain
+//!   memory; only register accesses cross the socket. The file is unlinked as soon as
+//!   QEMU has it open (QEMU keeps using the unlinked file), so nothing can be left in
+//!   /dev/shm after that.
+//! - **QMP** (`-qmp unix:…,server=on,wait=off`): commands (device_add, device_del,
+//!   qom-set …) and events.
+//!
+//! [`QemuMachine`] owns one QEMU; [`QemuMachine::transport`] hands out one
+//! [`QemuTransport`] per NVMe function, each with its own window of guest RAM as its
+//! [`DmaRegion`], all sharing the machine. Dropping the machine (or a panic unwinding
+//! through it, or SIGINT/SIGTERM, see [`cleanup_all`]) kills QEMU and removes its
+//! temporary directory; QEMU also dies with nvtest (`PR_SET_PDEATHSIG`).
+//!
+//! `idle()` has nothing to advance: with the vCPU stopped, QEMU's main loop still runs
+//! the NVMe device's bottom halves (doorbell → SQ processing → block I/O → CQ posting)
+//! in real time, and `clock_step` does not exist outside `-accel qtest` (QEMU answers
+//! "FAIL Unknown command"). The virtual clock is stopped, so anything the device times
+//! on it (e.g. the Timestamp feature) does not advance. `idle()` collects the answers to
+//! posted writes and yields the CPU to QEMU.
+
+mod pci;
+mod process;
+mod qmp;
+mod qtest;
+mod socket;
+
+pub use pci::{Bar, PciAddress, PciFunction};
+pub use process::cleanup_all;
+
+use std::fs::File;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use self::pci::{ConfigSpace, PciState, ScanError, CMD_BUS_MASTER, CMD_MEMORY};
+use self::process::Process;
+use self::qmp::{Qmp, QmpFailure};
+use self::qtest::{Op, Qtest, QtestError};
+use self::socket::WaitError;
+use super::{DmaRegion, Transport, TransportError};
+
+/// How to install QEMU where it is missing (Debian bookworm).
+pub const INSTALL_HINT: &str = "install QEMU 10 from bookworm-backports: add \
+     'deb http://deb.debian.org/debian bookworm-backports main' to the apt sources, then \
+     `apt-get update && apt-get install -y -t bookworm-backports qemu-system-x86`";
+
+/// The guest-physical address of the first byte of DMA memory. Below 1 MiB, q35 maps
+/// legacy VGA and BIOS ranges over RAM, so it is not used for DMA.
+const DMA_START: u64 = 1 << 20;
+/// Where PCIe ECAM (MMCONFIG) is enabled: q35's PCIEXBAR default, 256 buses.
+const ECAM_BASE: u64 = 0xB000_0000;
+/// q35's host bridge (MCH) register PCIEXBAR, at 00:00.0 offset 60h.
+const MCH_PCIEXBAR: u8 = 0x60;
+/// The 32-bit MMIO window BARs are placed in: above ECAM, below the IOAPIC.
+const MMIO_BASE: u64 = 0xC000_0000;
+const MMIO_END: u64 = 0xFEC0_0000;
+/// How long a dropped machine waits for QEMU to `quit` before SIGKILL.
+const QUIT_BOUND: Duration = Duration::from_millis(500);
+
+/// A raw disk image nvtest creates (sparse) in the machine's temporary directory and
+/// hands QEMU as a block node: `-blockdev driver=file,node-name=<node>-file,…` and
+/// `-blockdev driver=raw,node-name=<node>,file=<node>-file`. Device arguments name it as
+/// `drive=<node>` (for example `nvme-ns,drive=ns1,nsid=1`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Disk {
+    pub node_name: String,
+    pub size_bytes: u64,
+}
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct QemuConfig {
+    /// The QEMU binary (looked up in PATH when it has no `/`).
+    pub binary: PathBuf,
+    /// Guest RAM in MiB (16 ..= 2048), all of it shared with nvtest.
+    pub memory_mb: u32,
+    /// Guest RAM given to each transport as its DMA region, in MiB.
+    pub dma_window_mb: u32,
+    /// Raw images to create and attach as block nodes before QEMU starts.
+    pub disks: Vec<Disk>,
+    /// Device arguments (`-device nvme,…`, `-device pcie-root-port,…`, …), passed as is.
+    pub extra_args: Vec<String>,
+    /// The longest any single qtest or QMP exchange may take.
+    pub timeout: Duration,
+    /// Names the machine in reports: transports describe themselves as
+    /// `qemu:<label> <bus:dev.fn>`.
+    pub label: String,
+}
+
+impl Default for QemuConfig {
+    fn default() -> Self {
+        QemuConfig {
+            binary: PathBuf::from("qemu-system-x86_64"),
+            memory_mb: 512,
+            dma_window_mb: 64,
+            disks: Vec::new(),
+            extra_args: Vec::new(),
+            timeout: Duration::from_secs(10),
+            label: "qemu".to_owned(),
+        }
+    }
+}
+
+/// A QMP command QEMU refused, or a failure to talk to QEMU at all.
+#[derive(Debug, thiserror::Error)]
+pub enum QmpError {
+    #[error("QMP {command}: {class}: {desc}")]
+    Command { command: String, class: String, desc: String },
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+impl From<QmpError> for TransportError {
+    fn from(e: QmpError) -> Self {
+        match e {
+            QmpError::Command { .. } => TransportError::Other(e.to_string()),
+            QmpError::Transport(t) => t,
+        }
+    }
+}
+
+/// The qtest connection and the PCI address plan, used together under one lock.
+struct Bus {
+    qtest: Qtest,
+    pci: PciState,
+    /// Why the connection is unusable (QEMU died, timed out, or the machine shut down).
+    dead: Option<String>,
+}
+
+struct Machine {
+    label: String,
+    timeout: Duration,
+    bus: Mutex<Bus>,
+    qmp: Mutex<Qmp>,
+    process: Mutex<Process>,
+    /// Guest RAM (already unlinked), mapped window by window for transports.
+    ram: File,
+    /// The name the RAM file had in /dev/shm.
+    ram_path: PathBuf,
+    dma_window: u64,
+    /// Which transport holds each DMA window.
+    windows: Mutex<Vec<Option<PciAddress>>>,
+}
+
+/// A running QEMU with its NVMe controllers. Dropping it stops QEMU and removes every
+/// file it used; transports still alive then report [`TransportError::Gone`].
+pub struct QemuMachine {
+    machine: Arc<Machine>,
+}
+
+/// One NVMe function of a [`QemuMachine`] as a [`Transport`].
+pub struct QemuTransport {
+    machine: Arc<Machine>,
+    address: PciAddress,
+    bar0: Bar,
+    dma: DmaRegion,
+    window: usize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves its data consistent before it can panic.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn other(what: impl std::fmt::Display, e: impl std::fmt::Display) -> TransportError {
+    TransportError::Other(format!("{what}: {e}"))
+}
+
+impl QemuConfig {
+    fn validate(&self) -> Result<(), TransportError> {
+        if !(16..=2048).contains(&self.memory_mb) {
+            return Err(TransportError::Other(format!(
+                "QEMU memory_mb {} is outside 16..=2048 (RAM must stay below the PCI hole)",
+                self.memory_mb
+            )));
+        }
+        if self.dma_window_mb == 0 || (self.dma_window_mb as u64) << 20 > self.ram_bytes() - DMA_START {
+            return Err(TransportError::Other(format!(
+                "QEMU dma_window_mb {} must be at least 1 and fit in {} MiB of guest RAM above 1 MiB",
+                self.dma_window_mb, self.memory_mb
+            )));
+        }
+        for disk in &self.disks {
+            let name = &disk.node_name;
+            let valid = name.len() <= 26
+                && name.starts_with(|c: char| c.is_ascii_alphabetic())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !valid {
+                return Err(TransportError::Other(format!(
+                    "disk node name {name:?}: use up to 26 letters, digits, '-' or '_', starting with a letter"
+                )));
+            }
+        }
+        if self.timeout.is_zero() {
+            return Err(TransportError::Other("QEMU timeout must be positive".to_owned()));
+        }
+        Ok(())
+    }
+
+    fn ram_bytes(&self) -> u64 {
+        (self.memory_mb as u64) << 20
+    }
+}
+
+impl QemuMachine {
+    /// Starts QEMU with `config`, enumerates PCI and configures every NVMe function.
+    pub fn start(config: QemuConfig) -> Result<QemuMachine, TransportError> {
+        config.validate()?;
+        let ram_bytes = config.ram_bytes();
+        let dir = tempfile::Builder::new()
+            .prefix("nvtest-qemu-")
+            .tempdir()
+            .map_err(|e| other("cannot create a temporary directory for QEMU", e))?;
+        let ram = tempfile::Builder::new()
+            .prefix("nvtest-")
+            .tempfile_in("/dev/shm")
+            .map_err(|e| other("cannot create the guest RAM file in /dev/shm", e))?;
+        ram.as_file().set_len(ram_bytes).map_err(|e| other("cannot size the guest RAM file", e))?;
+        let ram_path = ram.path().to_owned();
+        let id = process::register(dir.path(), &ram_path).map_err(|e| other("QEMU cleanup", e))?;
+
+        let prepared = prepare(&config, dir.path(), &ram_path);
+        let (cmd, listener, qmp_path) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                process::forget(id);
+                return Err(e);
+            }
+        };
+        let stderr_path = dir.path().join("stderr");
+        let process = Process::spawn(id, cmd, dir, stderr_path).map_err(|e| {
+            TransportError::Other(format!("cannot run {}: {e}; {INSTALL_HINT}", config.binary.display()))
+        })?;
+        // From here on, dropping `process` kills QEMU and removes the directory.
+        let mut process = process;
+        let deadline = Instant::now() + config.timeout;
+        let qtest_stream = accept(&listener, &mut process, deadline)?;
+        drop(listener);
+        let qmp_stream = connect(&qmp_path, &mut process, deadline)?;
+        let qmp = Qmp::handshake(qmp_stream, config.timeout)
+            .map_err(|e| startup_failure(&mut process, "the QMP handshake", qmp_failure_text(&e)))?;
+        // QMP answers only after machine creation, so QEMU has the RAM file open and
+        // mapped: its name can go.
+        let ram_file = ram.into_file();
+        process::shm_unlinked(id);
+
+        let qtest = Qtest::new(socket::LineSocket::new(qtest_stream), config.timeout);
+        let machine = Arc::new(Machine {
+            label: config.label.clone(),
+            timeout: config.timeout,
+            bus: Mutex::new(Bus { qtest, pci: PciState::new(MMIO_BASE, MMIO_END), dead: None }),
+            qmp: Mutex::new(qmp),
+            process: Mutex::new(process),
+            ram: ram_file,
+            ram_path,
+            dma_window: (config.dma_window_mb as u64) << 20,
+            windows: Mutex::new(vec![None; ((ram_bytes - DMA_START) / ((config.dma_window_mb as u64) << 20)) as usize]),
+        });
+        let qemu = QemuMachine { machine };
+        qemu.machine.with_bus("enabling PCIe ECAM", enable_ecam)??;
+        qemu.rescan()?;
+        Ok(qemu)
+    }
+
+    /// NVMe functions found at the last scan, ascending.
+    pub fn controllers(&self) -> Vec<PciAddress> {
+        lock(&self.machine.bus).pci.nvme_functions().map(|f| f.address).collect()
+    }
+
+    /// The NVMe function at `address` as configured (IDs, class, BARs).
+    pub fn function(&self, address: PciAddress) -> Option<PciFunction> {
+        lock(&self.machine.bus).pci.function(address).cloned()
+    }
+
+    /// Scans PCI again (after device_add / device_del): new NVMe functions are placed
+    /// and enabled, vanished ones forgotten. Returns [`Self::controllers`].
+    pub fn rescan(&self) -> Result<Vec<PciAddress>, TransportError> {
+        self.machine.with_bus("scanning PCI", |bus| {
+            let mut ecam = Ecam(&mut bus.qtest);
+            match bus.pci.scan(&mut ecam) {
+                Ok(()) => Ok(Ok(())),
+                Err(ScanError::Access(e)) => Err(e),
+                Err(ScanError::Layout(msg)) => Ok(Err(TransportError::Other(format!("PCI layout: {msg}")))),
+            }
+        })??;
+        Ok(self.controllers())
+    }
+
+    /// A transport for the NVMe function at `address`, with its own DMA window of guest
+    /// RAM. One transport per function at a time. Sets Bus Master Enable; dropping the
+    /// transport clears it, so the controller can no longer write into that window.
+    pub fn transport(&self, address: PciAddress) -> Result<QemuTransport, TransportError> {
+        let bar0 = self
+            .function(address)
+            .and_then(|f| f.bar(0))
+            .ok_or_else(|| TransportError::Other(format!("no NVMe controller with a BAR0 at {address}")))?;
+        let window = {
+            let mut windows = lock(&self.machine.windows);
+            if windows.contains(&Some(address)) {
+                return Err(TransportError::Other(format!("{address} already has a transport")));
+            }
+            let free = windows.iter().position(Option::is_none).ok_or_else(|| {
+                TransportError::Other(format!(
+                    "all {} DMA windows of {} MiB are in use; raise memory_mb or lower dma_window_mb",
+                    windows.len(),
+                    self.machine.dma_window >> 20
+                ))
+            })?;
+            windows[free] = Some(address);
+            free
+        };
+        let result = self.machine.map_window(window).and_then(|dma| {
+            let command = self.machine.config_read(address, 0x04)?;
+            self.machine.config_write(address, 0x04, (command & 0xFFFF) | CMD_MEMORY | CMD_BUS_MASTER)?;
+            Ok(dma)
+        });
+        match result {
+            Ok(dma) => Ok(QemuTransport { machine: self.machine.clone(), address, bar0, dma, window }),
+            Err(e) => {
+                lock(&self.machine.windows)[window] = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads a dword of any function's configuration space (0 ..= FFCh, ECAM).
+    pub fn config_read32(&self, address: PciAddress, offset: u16) -> Result<u32, TransportError> {
+        self.machine.config_read(address, offset)
+    }
+
+    /// Writes a dword of any function's configuration space (e.g. a root port's Slot
+    /// Control for hot-plug).
+    pub fn config_write32(&self, address: PciAddress, offset: u16, value: u32) -> Result<(), TransportError> {
+        self.machine.config_write(address, offset, value)
+    }
+
+    /// Runs a QMP command; `arguments` is its JSON object. Returns QMP's `return` value.
+    pub fn qmp_execute(&self, command: &str, arguments: Option<Value>) -> Result<Value, QmpError> {
+        let result = lock(&self.machine.qmp).execute(command, arguments);
+        result.map_err(|failure| self.machine.qmp_error(command, failure))
+    }
+
+    /// Waits up to `timeout` for the QMP event `name` (events that arrived earlier,
+    /// during commands, count) and returns the whole event object.
+    pub fn qmp_wait_event(&self, name: &str, timeout: Duration) -> Result<Value, QmpError> {
+        let result = lock(&self.machine.qmp).wait_event(name, timeout);
+        result.map_err(|failure| match failure {
+            QmpFailure::Timeout => QmpError::Transport(TransportError::Timeout(timeout.as_millis() as u64)),
+            failure => self.machine.qmp_error(&format!("waiting for event {name}"), failure),
+        })
+    }
+
+    /// Every QMP event received and not yet waited for, oldest first.
+    pub fn qmp_take_events(&self) -> Result<Vec<Value>, QmpError> {
+        let result = lock(&self.machine.qmp).take_events();
+        result.map_err(|failure| self.machine.qmp_error("reading events", failure))
+    }
+
+    /// Creates a sparse raw image `<name>.img` of `size_bytes` in the machine's
+    /// temporary directory (removed with the machine), e.g. for `blockdev-add`.
+    pub fn create_disk(&self, name: &str, size_bytes: u64) -> Result<PathBuf, TransportError> {
+        let disk = Disk { node_name: name.to_owned(), size_bytes };
+        QemuConfig { disks: vec![disk], ..QemuConfig::default() }.validate()?;
+        let dir = self.temp_dir().ok_or_else(|| TransportError::Gone("the machine was shut down".to_owned()))?;
+        let path = dir.join(format!("{name}.img"));
+        create_sparse(&path, size_bytes)?;
+        Ok(path)
+    }
+
+    /// QEMU's process id.
+    pub fn pid(&self) -> u32 {
+        lock(&self.machine.process).pid()
+    }
+
+    /// The temporary directory holding sockets, stderr and disk images.
+    pub fn temp_dir(&self) -> Option<PathBuf> {
+        lock(&self.machine.process).dir().map(Path::to_owned)
+    }
+
+    /// The name the guest-RAM file had in /dev/shm (unlinked once QEMU opened it).
+    pub fn ram_path(&self) -> &Path {
+        &self.machine.ram_path
+    }
+}
+
+impl Drop for QemuMachine {
+    fn drop(&mut self) {
+        self.machine.shut_down();
+    }
+}
+
+/// Builds the command line, creates the disks and the qtest listening socket.
+fn prepare(
+    config: &QemuConfig,
+    dir: &Path,
+    ram_path: &Path,
+) -> Result<(Command, UnixListener, PathBuf), TransportError> {
+    let qtest_path = dir.join("qtest.sock");
+    let qmp_path = dir.join("qmp.sock");
+    let listener = UnixListener::bind(&qtest_path).map_err(|e| other("cannot listen for qtest", e))?;
+    listener.set_nonblocking(true).map_err(|e| other("qtest socket", e))?;
+    let ram_mb = config.memory_mb;
+    let mut cmd = Command::new(&config.binary);
+    cmd.args(["-machine", "q35,memory-backend=mem", "-accel", "tcg", "-S", "-nodefaults", "-no-user-config"]);
+    cmd.args(["-display", "none", "-m", &format!("{ram_mb}M")]);
+    cmd.arg("-object")
+        .arg(format!("memory-backend-file,id=mem,size={ram_mb}M,mem-path={},share=on", qemu_path(ram_path)?));
+    cmd.arg("-qtest").arg(format!("unix:{}", qemu_path(&qtest_path)?));
+    cmd.args(["-qtest-log", "/dev/null"]);
+    cmd.arg("-qmp").arg(format!("unix:{},server=on,wait=off", qemu_path(&qmp_path)?));
+    for disk in &config.disks {
+        let image = dir.join(format!("{}.img", disk.node_name));
+        create_sparse(&image, disk.size_bytes)?;
+        let node = &disk.node_name;
+        cmd.arg("-blockdev").arg(format!("driver=file,node-name={node}-file,filename={}", qemu_path(&image)?));
+        cmd.arg("-blockdev").arg(format!("driver=raw,node-name={node},file={node}-file"));
+    }
+    cmd.args(&config.extra_args);
+    let stderr = File::create(dir.join("stderr")).map_err(|e| other("cannot create QEMU's stderr file", e))?;
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+    // Its own process group: a terminal's Ctrl-C reaches nvtest, which then stops QEMU.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    Ok((cmd, listener, qmp_path))
+}
+
+/// A path as it may appear inside a QEMU option value (commas would split the option).
+fn qemu_path(path: &Path) -> Result<String, TransportError> {
+    match path.to_str() {
+        Some(s) if !s.contains(',') => Ok(s.to_owned()),
+        _ => Err(TransportError::Other(format!("path {} is unusable in a QEMU option", path.display()))),
+    }
+}
+
+fn create_sparse(path: &Path, size: u64) -> Result<(), TransportError> {
+    let file = File::create(path).map_err(|e| other(format!("cannot create {}", path.display()), e))?;
+    file.set_len(size).map_err(|e| other(format!("cannot size {}", path.display()), e))
+}
+
+/// Waits for QEMU to connect to the qtest socket, noticing if it exits instead.
+fn accept(listener: &UnixListener, process: &mut Process, deadline: Instant) -> Result<UnixStream, TransportError> {
+    use std::os::fd::AsRawFd;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => return Ok(stream),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(other("accepting QEMU's qtest connection", e)),
+        }
+        if process.exit_status().is_some() {
+            return Err(startup_failure(process, "connecting qtest", "QEMU exited".to_owned()));
+        }
+        if Instant::now() >= deadline {
+            return Err(startup_failure(process, "connecting qtest", "no connection in time".to_owned()));
+        }
+        let slice = (Instant::now() + Duration::from_millis(20)).min(deadline);
+        match socket::wait_fd(listener.as_raw_fd(), libc::POLLIN, slice) {
+            Ok(()) | Err(WaitError::Timeout) => {}
+            Err(e) => return Err(other("waiting for QEMU's qtest connection", format!("{e:?}"))),
+        }
+    }
+}
+
+/// Connects to QEMU's QMP socket once QEMU has created it.
+fn connect(path: &Path, process: &mut Process, deadline: Instant) -> Result<UnixStream, TransportError> {
+    loop {
+        match UnixStream::connect(path) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => {
+                if process.exit_status().is_some() {
+                    return Err(startup_failure(process, "connecting QMP", "QEMU exited".to_owned()));
+                }
+                if Instant::now() >= deadline {
+                    return Err(startup_failure(process, "connecting QMP", e.to_string()));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+}
+
+fn startup_failure(process: &mut Process, step: &str, what: String) -> TransportError {
+    process.wait_exit(Duration::from_millis(500));
+    TransportError::Gone(format!(
+        "QEMU (pid {}) {} while {step} ({what}); stderr: {}",
+        process.pid(),
+        process.state(),
+        process.stderr_tail()
+    ))
+}
+
+fn qmp_failure_text(failure: &QmpFailure) -> String {
+    match failure {
+        QmpFailure::Command { class, desc } => format!("{class}: {desc}"),
+        QmpFailure::Closed(None) => "connection closed".to_owned(),
+        QmpFailure::Closed(Some(e)) => format!("connection broke: {e}"),
+        QmpFailure::Timeout => "no answer in time".to_owned(),
+        QmpFailure::Garbled(line) => format!("not a QMP message: {line}"),
+    }
+}
+
+/// Turns on PCIe ECAM at [`ECAM_BASE`] through the legacy 0xCF8/0xCFC mechanism and
+/// checks it by reading the host bridge's IDs both ways.
+fn enable_ecam(bus: &mut Bus) -> Result<Result<(), TransportError>, QtestError> {
+    let cf8 = |offset: u8| 0x8000_0000u32 | offset as u32;
+    let qt = &mut bus.qtest;
+    qt.post(Op::Outl { port: 0xCF8, value: cf8(0) })?;
+    let legacy_id = qt.call(Op::Inl { port: 0xCFC })? as u32;
+    qt.post(Op::Outl { port: 0xCF8, value: cf8(MCH_PCIEXBAR + 4) })?;
+    qt.post(Op::Outl { port: 0xCFC, value: (ECAM_BASE >> 32) as u32 })?;
+    qt.post(Op::Outl { port: 0xCF8, value: cf8(MCH_PCIEXBAR) })?;
+    // Length 00b (256 buses), PCIEXBAREN.
+    qt.post(Op::Outl { port: 0xCFC, value: ECAM_BASE as u32 | 1 })?;
+    let ecam_id = qt.call(Op::Readl { addr: ECAM_BASE })? as u32;
+    if legacy_id != ecam_id || legacy_id as u16 == 0xFFFF {
+        return Ok(Err(TransportError::Other(format!(
+            "PCIe ECAM did not come up at {ECAM_BASE:#x} (host bridge {legacy_id:#010x} through 0xCF8, \
+             {ecam_id:#010x} through ECAM); is this a q35 machine?"
+        ))));
+    }
+    Ok(Ok(()))
+}
+
+/// Configuration access through ECAM.
+struct Ecam<'a>(&'a mut Qtest);
+
+fn ecam_addr(f: PciAddress, offset: u16) -> u64 {
+    ECAM_BASE | (f.bus as u64) << 20 | (f.device as u64 & 0x1F) << 15 | (f.function as u64 & 7) << 12 | offset as u64
+}
+
+impl ConfigSpace for Ecam<'_> {
+    type Error = QtestError;
+    fn read32(&mut self, f: PciAddress, offset: u16) -> Result<u32, QtestError> {
+        Ok(self.0.call(Op::Readl { addr: ecam_addr(f, offset) })? as u32)
+    }
+    fn write32(&mut self, f: PciAddress, offset: u16, value: u32) -> Result<(), QtestError> {
+        self.0.post(Op::Writel { addr: ecam_addr(f, offset), value })
+    }
+}
+
+fn check_config_offset(address: PciAddress, offset: u16) -> Result<(), TransportError> {
+    if offset > 0xFFC || offset % 4 != 0 || address.device > 31 || address.function > 7 {
+        return Err(TransportError::Other(format!("config access {address} +{offset:#x}: not a dword of 4 KiB")));
+    }
+    Ok(())
+}
+
+impl Machine {
+    /// Runs `f` on the qtest connection. A QEMU that went away turns into `Gone` with
+    /// its exit status and stderr tail; a QEMU that stopped answering is killed (the
+    /// stream is out of step after a timeout) and reported as `Timeout`.
+    fn with_bus<R>(&self, what: &str, f: impl FnOnce(&mut Bus) -> Result<R, QtestError>) -> Result<R, TransportError> {
+        let mut bus = lock(&self.bus);
+        if let Some(dead) = &bus.dead {
+            return Err(TransportError::Gone(dead.clone()));
+        }
+        match f(&mut bus) {
+            Ok(r) => Ok(r),
+            Err(QtestError::Reply { during, line }) => {
+                Err(TransportError::Other(format!("{what}: qtest `{during}` got {line:?} from QEMU")))
+            }
+            Err(QtestError::Closed { during, cause }) => {
+                let mut process = lock(&self.process);
+                process.wait_exit(Duration::from_secs(1));
+                let cause = cause.map(|c| format!(" ({c})")).unwrap_or_default();
+                let dead = format!(
+                    "QEMU (pid {}) {} while {what} (qtest `{during}`: connection closed{cause}); stderr: {}",
+                    process.pid(),
+                    process.state(),
+                    process.stderr_tail()
+                );
+                bus.dead = Some(dead.clone());
+                Err(TransportError::Gone(dead))
+            }
+            Err(QtestError::Timeout { during }) => {
+                let mut process = lock(&self.process);
+                let ms = self.timeout.as_millis() as u64;
+                let state = if process.exit_status().is_some() {
+                    process.state()
+                } else {
+                    process.kill();
+                    format!("was killed after {ms} ms without an answer")
+                };
+                let dead = format!(
+                    "QEMU (pid {}) {state} while {what} (qtest `{during}`); stderr: {}",
+                    process.pid(),
+                    process.stderr_tail()
+                );
+                bus.dead = Some(dead);
+                Err(TransportError::Timeout(ms))
+            }
+        }
+    }
+
+    fn config_read(&self, address: PciAddress, offset: u16) -> Result<u32, TransportError> {
+        check_config_offset(address, offset)?;
+        self.with_bus("reading PCI configuration", |bus| Ecam(&mut bus.qtest).read32(address, offset))
+    }
+
+    fn config_write(&self, address: PciAddress, offset: u16, value: u32) -> Result<(), TransportError> {
+        check_config_offset(address, offset)?;
+        self.with_bus("writing PCI configuration", |bus| Ecam(&mut bus.qtest).write32(address, offset, value))
+    }
+
+    fn map_window(&self, window: usize) -> Result<DmaRegion, TransportError> {
+        let offset = DMA_START + window as u64 * self.dma_window;
+        // A raw mapping: QEMU writes this memory concurrently, and DmaRegion only ever
+        // copies in and out of it or uses atomics.
+        let map = memmap2::MmapOptions::new()
+            .offset(offset)
+            .len(self.dma_window as usize)
+            .map_raw(&self.ram)
+            .map_err(|e| other("cannot map guest RAM", e))?;
+        Ok(DmaRegion::mapped(map, offset))
+    }
+
+    fn qmp_error(&self, command: &str, failure: QmpFailure) -> QmpError {
+        match failure {
+            QmpFailure::Command { class, desc } => QmpError::Command { command: command.to_owned(), class, desc },
+            QmpFailure::Timeout => QmpError::Transport(TransportError::Timeout(self.timeout.as_millis() as u64)),
+            failure => {
+                let mut process = lock(&self.process);
+                process.wait_exit(Duration::from_secs(1));
+                QmpError::Transport(TransportError::Gone(format!(
+                    "QEMU (pid {}) {} during QMP {command} ({}); stderr: {}",
+                    process.pid(),
+                    process.state(),
+                    qmp_failure_text(&failure),
+                    process.stderr_tail()
+                )))
+            }
+        }
+    }
+
+    /// Asks QEMU to quit, kills it if it has not within [`QUIT_BOUND`], removes its files.
+    fn shut_down(&self) {
+        let mut bus = lock(&self.bus);
+        if bus.dead.is_none() {
+            bus.dead = Some(format!("the QEMU machine {} was shut down", self.label));
+        }
+        // Lock order everywhere: bus, then qmp, then process.
+        let mut qmp = lock(&self.qmp);
+        let mut process = lock(&self.process);
+        if process.exit_status().is_none() && qmp.send_quit().is_ok() {
+            process.wait_exit(QUIT_BOUND);
+        }
+        process.kill();
+        process.remove_files();
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+impl QemuTransport {
+    pub fn address(&self) -> PciAddress {
+        self.address
+    }
+
+    /// BAR0 as placed: registers and doorbells.
+    pub fn bar0(&self) -> Bar {
+        self.bar0
+    }
+
+    fn mmio_addr(&self, offset: u64, width: u64) -> Result<u64, TransportError> {
+        if offset % width != 0 || offset.checked_add(width).is_none_or(|end| end > self.bar0.size) {
+            return Err(TransportError::Other(format!(
+                "{}: MMIO of {width} bytes at BAR0+{offset:#x} is unaligned or outside BAR0 ({:#x} bytes)",
+                self.describe(),
+                self.bar0.size
+            )));
+        }
+        Ok(self.bar0.base + offset)
+    }
+}
+
+impl Transport for QemuTransport {
+    fn describe(&self) -> String {
+        format!("qemu:{} {}", self.machine.label, self.address)
+    }
+
+    fn config_read32(&mut self, offset: u16) -> Result<u32, TransportError> {
+        self.machine.config_read(self.address, offset)
+    }
+
+    fn config_write32(&mut self, offset: u16, value: u32) -> Result<(), TransportError> {
+        self.machine.config_write(self.address, offset, value)
+    }
+
+    fn mmio_read32(&mut self, offset: u64) -> Result<u32, TransportError> {
+        let addr = self.mmio_addr(offset, 4)?;
+        self.machine.with_bus("reading a register", |bus| Ok(bus.qtest.call(Op::Readl { addr })? as u32))
+    }
+
+    fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), TransportError> {
+        let addr = self.mmio_addr(offset, 4)?;
+        self.machine.with_bus("writing a register", |bus| bus.qtest.post(Op::Writel { addr, value }))
+    }
+
+    fn mmio_read64(&mut self, offset: u64) -> Result<u64, TransportError> {
+        let addr = self.mmio_addr(offset, 8)?;
+        self.machine.with_bus("reading a register", |bus| bus.qtest.call(Op::Readq { addr }))
+    }
+
+    fn mmio_write64(&mut self, offset: u64, value: u64) -> Result<(), TransportError> {
+        let addr = self.mmio_addr(offset, 8)?;
+        self.machine.with_bus("writing a register", |bus| bus.qtest.post(Op::Writeq { addr, value }))
+    }
+
+    fn dma(&self) -> &DmaRegion {
+        &self.dma
+    }
+
+    fn idle(&mut self) -> Result<(), TransportError> {
+        self.machine.with_bus("waiting", |bus| bus.qtest.drain())?;
+        std::thread::yield_now();
+        Ok(())
+    }
+}
+
+impl Drop for QemuTransport {
+    fn drop(&mut self) {
+        // Stop the controller's DMA into this window before another transport gets it.
+        let alive = lock(&self.machine.bus).dead.is_none();
+        if alive {
+            if let Ok(command) = self.machine.config_read(self.address, 0x04) {
+                let _ = self.machine.config_write(self.address, 0x04, command & 0xFFFF & !CMD_BUS_MASTER);
+                let _ = self.machine.with_bus("releasing a transport", |bus| bus.qtest.settle());
+            }
+        }
+        lock(&self.machine.windows)[self.window] = None;
+    }
+}

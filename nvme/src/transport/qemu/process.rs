@@ -1,0 +1,319 @@
+//! The QEMU process and everything that must not outlive nvtest: the process itself,
+//! its temporary directory and its guest-RAM file in /dev/shm.
+//!
+//! - QEMU is spawned from one long-lived launcher thread with `PR_SET_PDEATHSIG`
+//!   (SIGKILL): the kernel sends that signal when the *thread* that forked exits, so
+//!   forking from a short-lived test or worker thread would kill QEMU with it; the
+//!   launcher lives as long as the process, so QEMU dies exactly when nvtest dies, even
+//!   by SIGKILL.
+//! - A process-wide registry lists every live QEMU with its files. The first machine
+//!   installs a SIGINT/SIGTERM watcher (a thread, via `signal-hook`) that kills every
+//!   registered QEMU, removes its files and exits with 130 / 143. [`cleanup_all`] does
+//!   the same for a caller with its own signal handling.
+//! - [`Process`] drops by killing QEMU, reaping it and removing its files. Its child is
+//!   reaped only while the registry is locked, so the watcher never signals a pid that
+//!   was reaped and possibly reused.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// What the signal watcher must clean for one machine.
+struct Entry {
+    /// Set while QEMU runs and is not reaped.
+    pid: Option<u32>,
+    dir: PathBuf,
+    /// The guest-RAM file, until it is unlinked after QEMU opened it.
+    shm: Option<PathBuf>,
+}
+
+static REGISTRY: Mutex<BTreeMap<u64, Entry>> = Mutex::new(BTreeMap::new());
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn registry() -> MutexGuard<'static, BTreeMap<u64, Entry>> {
+    // A panic elsewhere while holding the lock leaves the map consistent (each change is
+    // one insert/remove/field store), so a poisoned lock is still usable.
+    REGISTRY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Lists a machine's files before QEMU starts, so an interrupt during start-up cleans
+/// them too. Installs the signal watcher on first use.
+pub(crate) fn register(dir: &Path, shm: &Path) -> io::Result<u64> {
+    install_signal_watcher()?;
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    registry().insert(id, Entry { pid: None, dir: dir.to_owned(), shm: Some(shm.to_owned()) });
+    Ok(id)
+}
+
+/// Forgets a machine whose QEMU never started (its files are removed by their owners).
+pub(crate) fn forget(id: u64) {
+    registry().remove(&id);
+}
+
+/// Records that the guest-RAM file no longer has a name.
+pub(crate) fn shm_unlinked(id: u64) {
+    if let Some(entry) = registry().get_mut(&id) {
+        entry.shm = None;
+    }
+}
+
+/// Kills every QEMU nvtest started and removes their temporary files. For signal
+/// handlers and fatal-error paths; machines still referenced afterwards report `Gone`.
+pub fn cleanup_all() {
+    let mut map = registry();
+    for entry in map.values_mut() {
+        if let Some(pid) = entry.pid.take() {
+            // SAFETY: plain syscall. The pid is not reaped (reaping happens under this
+            // lock and clears `pid`), so it still names our QEMU or its zombie.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        let _ = std::fs::remove_dir_all(&entry.dir);
+        if let Some(shm) = entry.shm.take() {
+            let _ = std::fs::remove_file(shm);
+        }
+    }
+}
+
+fn install_signal_watcher() -> io::Result<()> {
+    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+    let result = INSTALLED.get_or_init(|| {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).map_err(|e| e.to_string())?;
+        std::thread::Builder::new()
+            .name("nvtest-qemu-signals".into())
+            .spawn(move || {
+                if let Some(signal) = signals.forever().next() {
+                    cleanup_all();
+                    std::process::exit(128 + signal);
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    result.clone().map_err(|e| io::Error::other(format!("cannot install the SIGINT/SIGTERM cleanup: {e}")))
+}
+
+type LaunchJob = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// Spawns `cmd` from the launcher thread, with `PR_SET_PDEATHSIG` set in the child.
+fn spawn_with_death_signal(mut cmd: Command) -> io::Result<Child> {
+    static LAUNCHER: OnceLock<Option<mpsc::Sender<LaunchJob>>> = OnceLock::new();
+    let launcher = LAUNCHER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<LaunchJob>();
+        let thread = std::thread::Builder::new().name("nvtest-qemu-launcher".into()).spawn(move || {
+            for (mut cmd, reply) in rx {
+                let _ = reply.send(cmd.spawn());
+            }
+        });
+        thread.ok().map(|_| tx)
+    });
+    let Some(launcher) = launcher else {
+        return Err(io::Error::other("cannot start the QEMU launcher thread"));
+    };
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
+    // calls (prctl, getppid); it does not allocate.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // nvtest may have died before the prctl: then nobody would kill QEMU.
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    let (reply_tx, reply_rx) = mpsc::channel();
+    launcher.send((cmd, reply_tx)).map_err(|_| io::Error::other("the QEMU launcher thread is gone"))?;
+    reply_rx.recv().map_err(|_| io::Error::other("the QEMU launcher thread is gone"))?
+}
+
+/// A running QEMU and its temporary directory.
+pub(crate) struct Process {
+    id: u64,
+    child: Child,
+    pid: u32,
+    exit: Option<ExitStatus>,
+    dir: Option<tempfile::TempDir>,
+    stderr: PathBuf,
+}
+
+impl Process {
+    /// Spawns `cmd` for the registered machine `id` (see [`register`]); the directory is
+    /// removed when the process is dropped. On error the registration is dropped.
+    pub(crate) fn spawn(id: u64, cmd: Command, dir: tempfile::TempDir, stderr: PathBuf) -> io::Result<Process> {
+        // Registering the pid happens under the registry lock, so the signal watcher
+        // sees either no pid or a live one.
+        let mut map = registry();
+        let child = match spawn_with_death_signal(cmd) {
+            Ok(child) => child,
+            Err(e) => {
+                map.remove(&id);
+                return Err(e);
+            }
+        };
+        let pid = child.id();
+        if let Some(entry) = map.get_mut(&id) {
+            entry.pid = Some(pid);
+        }
+        drop(map);
+        Ok(Process { id, child, pid, exit: None, dir: Some(dir), stderr })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_ref().map(|d| d.path())
+    }
+
+    /// QEMU's exit status if it has exited (it is reaped then).
+    pub(crate) fn exit_status(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none() {
+            let mut map = registry();
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.exit = Some(status);
+                if let Some(entry) = map.get_mut(&self.id) {
+                    entry.pid = None;
+                }
+            }
+        }
+        self.exit
+    }
+
+    /// Waits up to `bound` for QEMU to exit by itself.
+    pub(crate) fn wait_exit(&mut self, bound: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + bound;
+        loop {
+            if let Some(status) = self.exit_status() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Kills QEMU (SIGKILL) unless it already exited, and reaps it.
+    pub(crate) fn kill(&mut self) {
+        let mut map = registry();
+        if self.exit.is_none() {
+            let _ = self.child.kill();
+            if let Ok(status) = self.child.wait() {
+                self.exit = Some(status);
+            }
+        }
+        if let Some(entry) = map.get_mut(&self.id) {
+            entry.pid = None;
+        }
+    }
+
+    /// "exited with status 1", "was killed by signal 9", or "is still running".
+    pub(crate) fn state(&mut self) -> String {
+        match self.exit_status() {
+            None => "is still running".to_owned(),
+            Some(status) => describe_exit(status),
+        }
+    }
+
+    /// The last lines QEMU wrote to stderr, for error messages.
+    pub(crate) fn stderr_tail(&self) -> String {
+        stderr_tail(&self.stderr)
+    }
+}
+
+impl Process {
+    /// Removes the temporary directory and, if still named, the guest-RAM file, and
+    /// drops the registry entry. Call after [`Self::kill`].
+    pub(crate) fn remove_files(&mut self) {
+        let mut map = registry();
+        if let Some(dir) = self.dir.take() {
+            let _ = dir.close();
+        }
+        if let Some(entry) = map.remove(&self.id) {
+            if let Some(shm) = entry.shm {
+                let _ = std::fs::remove_file(shm);
+            }
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+        self.remove_files();
+    }
+}
+
+fn describe_exit(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => format!("ended ({status})"),
+    }
+}
+
+/// The last (at most 2 KiB, 20 lines) of a stderr capture file.
+fn stderr_tail(path: &Path) -> String {
+    const MAX: u64 = 2048;
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut bytes = Vec::new();
+        if file.seek(SeekFrom::Start(len.saturating_sub(MAX))).is_ok() && file.read_to_end(&mut bytes).is_ok() {
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+    }
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return "(QEMU wrote nothing to stderr)".to_owned();
+    }
+    lines[lines.len().saturating_sub(20)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_tail_keeps_the_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stderr");
+        assert_eq!(stderr_tail(&path), "(QEMU wrote nothing to stderr)");
+        let text: String = (0..30).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        let tail = stderr_tail(&path);
+        assert!(tail.starts_with("line 10 | "), "{tail}");
+        assert!(tail.ends_with("line 29"), "{tail}");
+    }
+
+    #[test]
+    fn a_dropped_process_is_reaped_and_its_files_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir_path = dir.path().to_owned();
+        let shm = dir_path.join("ram");
+        std::fs::write(&shm, b"").unwrap();
+        let id = register(&dir_path, &shm).unwrap();
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        let mut process = Process::spawn(id, cmd, dir, dir_path.join("stderr")).unwrap();
+        let pid = process.pid();
+        assert_eq!(process.state(), "is still running");
+        drop(process);
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+        assert!(!dir_path.exists());
+        assert!(!registry().contains_key(&id));
+    }
+}
