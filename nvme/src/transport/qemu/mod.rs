@@ -461,10 +461,10 @@ fn accept(listener: &UnixListener, process: &mut Process, deadline: Instant) -> 
             Err(e) => return Err(other("accepting QEMU's qtest connection", e)),
         }
         if process.exit_status().is_some() {
-            return Err(startup_failure(process, "connecting qtest", "QEMU exited".to_owned()));
+            return Err(startup_failure(process, "the qtest connection", "QEMU exited".to_owned()));
         }
         if Instant::now() >= deadline {
-            return Err(startup_failure(process, "connecting qtest", "no connection in time".to_owned()));
+            return Err(startup_failure(process, "the qtest connection", "no connection in time".to_owned()));
         }
         let slice = (Instant::now() + Duration::from_millis(20)).min(deadline);
         match socket::wait_fd(listener.as_raw_fd(), libc::POLLIN, slice) {
@@ -481,10 +481,10 @@ fn connect(path: &Path, process: &mut Process, deadline: Instant) -> Result<Unix
             Ok(stream) => return Ok(stream),
             Err(e) => {
                 if process.exit_status().is_some() {
-                    return Err(startup_failure(process, "connecting QMP", "QEMU exited".to_owned()));
+                    return Err(startup_failure(process, "the QMP connection", "QEMU exited".to_owned()));
                 }
                 if Instant::now() >= deadline {
-                    return Err(startup_failure(process, "connecting QMP", e.to_string()));
+                    return Err(startup_failure(process, "the QMP connection", e.to_string()));
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -495,7 +495,7 @@ fn connect(path: &Path, process: &mut Process, deadline: Instant) -> Result<Unix
 fn startup_failure(process: &mut Process, step: &str, what: String) -> TransportError {
     process.wait_exit(Duration::from_millis(500));
     TransportError::Gone(format!(
-        "QEMU (pid {}) {} while {step} ({what}); stderr: {}",
+        "QEMU (pid {}) {} during {step} ({what}); stderr: {}",
         process.pid(),
         process.state(),
         process.stderr_tail()
