@@ -96,6 +96,12 @@ pub struct ControllerContext {
     /// based as the feature reports them; the engine refuses queue ids beyond them.
     pub nsqa: u16,
     pub ncqa: u16,
+    /// Set by the command set while executing a command to say that command never
+    /// completes (a hung command: for quirks, and to prove a host's timeout path). The
+    /// engine clears it, posts no completion and keeps the command outstanding until an
+    /// Abort names it (completed with Command Abort Requested), its SQ is deleted
+    /// (Command Aborted due to SQ Deletion) or the controller is reset (dropped).
+    pub hold_completion: bool,
 }
 
 /// The admin and NVM command set of the subsystem. Queue-management commands (Create /

@@ -1,1 +1,251 @@
-//! (to be written)
+//! The simulated drive as a PCIe function: [`SimTransport`] implements
+//! `nvme::transport::Transport` over a type 0 configuration space and BAR0.
+//!
+//! Configuration space (PCI Local Bus 3.0 §6.1, PCIe Base 4.0 §7.5, NVMe 1.4 §2.1):
+//! Vendor/Device ID from the configuration, class code 010802h (mass storage, NVM,
+//! NVM Express), the Command register (Memory Space and Bus Master Enable honoured),
+//! BAR0/1 a 64-bit non-prefetchable memory BAR with sizing semantics (writing all ones
+//! reads back the size mask), BAR4 a 32-bit memory BAR for the MSI-X table and PBA, and
+//! a capabilities list: PCI Power Management (01h), MSI-X (11h) and PCI Express (10h),
+//! whose Initiate Function Level Reset resets the function.
+//!
+//! BAR0 holds the controller's registers and doorbells (see [`crate::controller`]).
+//! With Memory Space Enable clear, BAR0 reads return all ones and writes are dropped, as
+//! an unclaimed access looks to software.
+
+use std::sync::{Arc, Mutex};
+
+use nvme::transport::{DmaRegion, Transport, TransportError};
+
+use crate::controller::Controller;
+pub use crate::controller::{ControllerConfig, SharedCommandSet};
+use crate::exec::CommandSet;
+
+/// Configuration space offsets (type 0 header and our capabilities).
+mod cfg {
+    pub const COMMAND: usize = 0x04;
+    pub const REVISION_CLASS: usize = 0x08;
+    pub const HEADER: usize = 0x0c;
+    pub const BAR0: usize = 0x10;
+    pub const BAR1: usize = 0x14;
+    pub const BAR4: usize = 0x20;
+    pub const SUBSYSTEM: usize = 0x2c;
+    pub const CAPABILITIES_POINTER: usize = 0x34;
+    pub const INTERRUPT: usize = 0x3c;
+    /// PCI Power Management capability.
+    pub const PM: usize = 0x40;
+    /// MSI-X capability.
+    pub const MSIX: usize = 0x50;
+    /// PCI Express capability.
+    pub const PCIE: usize = 0x60;
+    /// Device Control (16 bits) / Device Status (16 bits) in the PCI Express capability.
+    pub const PCIE_DEVICE_CONTROL: usize = PCIE + 0x08;
+    /// Size of configuration space (PCIe extended space included; no extended capability).
+    pub const SIZE: usize = 4096;
+}
+
+/// PCI Command register bits.
+const COMMAND_MEMORY_SPACE: u32 = 1 << 1;
+const COMMAND_BUS_MASTER: u32 = 1 << 2;
+/// Device Control: Initiate Function Level Reset (bit 15).
+const DEVICE_CONTROL_INITIATE_FLR: u32 = 1 << 15;
+
+/// Configuration space as bytes, with per-bit write masks: writable bits take the
+/// written value, RW1C bits are cleared by writing 1, everything else is read-only.
+struct ConfigSpace {
+    bytes: [u8; cfg::SIZE],
+    writable: [u8; cfg::SIZE],
+    write_one_clear: [u8; cfg::SIZE],
+}
+
+impl ConfigSpace {
+    fn new(config: &ControllerConfig) -> Self {
+        let mut c = ConfigSpace { bytes: [0; cfg::SIZE], writable: [0; cfg::SIZE], write_one_clear: [0; cfg::SIZE] };
+        let bar0_size = config.bar0_size();
+        let vectors = config.vectors() as u32;
+        let msix_table_bytes = vectors * 16;
+        let pba_offset = msix_table_bytes.next_multiple_of(8);
+        let bar4_size = (pba_offset + vectors.div_ceil(64) * 8).next_power_of_two().max(4096);
+
+        c.init(0x00, config.vendor_id as u32 | (config.device_id as u32) << 16, 0, 0);
+        // Command: I/O, Memory, Bus Master, Parity, SERR#, Interrupt Disable writable.
+        // Status: Capabilities List (bit 4); error bits 15:11 and 8 are RW1C.
+        c.init(cfg::COMMAND, 1 << 20, 0x0000_0547, 0xf900_0000);
+        c.init(cfg::REVISION_CLASS, 0x0108_0200 | config.revision_id as u32, 0, 0);
+        // Cache Line Size writable; header type 0, single function.
+        c.init(cfg::HEADER, 0, 0x0000_00ff, 0);
+        // BAR0: memory, 64-bit (type 10b), non-prefetchable; address bits above the size.
+        c.init(cfg::BAR0, 0b100, !(bar0_size as u32 - 1) & !0xf, 0);
+        c.init(cfg::BAR1, 0, (!(bar0_size - 1) >> 32) as u32, 0);
+        // BAR4: memory, 32-bit, for the MSI-X table and PBA.
+        c.init(cfg::BAR4, 0, !(bar4_size - 1) & !0xf, 0);
+        c.init(cfg::SUBSYSTEM, config.subsystem_vendor_id as u32 | (config.subsystem_id as u32) << 16, 0, 0);
+        c.init(cfg::CAPABILITIES_POINTER, cfg::PM as u32, 0, 0);
+        // Interrupt Line writable, Interrupt Pin INTA#.
+        c.init(cfg::INTERRUPT, 0x0100, 0xff, 0);
+        // Power Management: version 3 (PMC bits 18:16), next MSI-X.
+        c.init(cfg::PM, 0x01 | (cfg::MSIX as u32) << 8 | 0b011 << 16, 0, 0);
+        // PMCSR: PowerState (1:0) writable, No_Soft_Reset (bit 3) set.
+        c.init(cfg::PM + 4, 1 << 3, 0b11, 0);
+        // MSI-X: Table Size (10:0, N - 1), Function Mask (14) and Enable (15) writable.
+        c.init(cfg::MSIX, 0x11 | (cfg::PCIE as u32) << 8 | (vectors - 1) << 16, 0xc000_0000, 0);
+        c.init(cfg::MSIX + 4, 4, 0, 0); // table at offset 0 of BAR4
+        c.init(cfg::MSIX + 8, pba_offset | 4, 0, 0); // PBA after it, BAR4
+                                                     // PCI Express capability, version 2, Endpoint; end of the list.
+        c.init(cfg::PCIE, 0x10 | 0x0002 << 16, 0, 0);
+        // Device Capabilities: Max_Payload_Size Supported 256 bytes, Function Level Reset Capability.
+        c.init(cfg::PCIE + 0x04, 0b001 | 1 << 28, 0, 0);
+        // Device Control (MRRS 512 bytes, Relaxed Ordering, No Snoop) writable bits 14:0;
+        // Device Status error bits 3:0 RW1C.
+        c.init(cfg::PCIE_DEVICE_CONTROL, 0x2810, 0x0000_7fff, 0x000f_0000);
+        // Link Capabilities: 8.0 GT/s, x4. Link Status: 8.0 GT/s, x4.
+        c.init(cfg::PCIE + 0x0c, 0x3 | 4 << 4, 0, 0);
+        c.init(cfg::PCIE + 0x10, (0x3 | 4 << 4) << 16, 0x0000_0fff, 0);
+        // Link Capabilities 2: Supported Link Speeds 2.5, 5.0, 8.0 GT/s.
+        c.init(cfg::PCIE + 0x2c, 0b1110, 0, 0);
+        // Link Control 2: Target Link Speed 8.0 GT/s (writable).
+        c.init(cfg::PCIE + 0x30, 0x3, 0x0000_000f, 0);
+        c
+    }
+
+    fn init(&mut self, at: usize, value: u32, writable: u32, write_one_clear: u32) {
+        self.bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        self.writable[at..at + 4].copy_from_slice(&writable.to_le_bytes());
+        self.write_one_clear[at..at + 4].copy_from_slice(&write_one_clear.to_le_bytes());
+    }
+
+    fn dword(table: &[u8; cfg::SIZE], at: usize) -> u32 {
+        u32::from_le_bytes([table[at], table[at + 1], table[at + 2], table[at + 3]])
+    }
+
+    fn read(&self, at: usize) -> u32 {
+        Self::dword(&self.bytes, at)
+    }
+
+    fn write(&mut self, at: usize, value: u32) {
+        let old = self.read(at);
+        let writable = Self::dword(&self.writable, at);
+        let w1c = Self::dword(&self.write_one_clear, at);
+        let new = (old & !writable) | (value & writable);
+        let new = new & !(value & w1c);
+        self.bytes[at..at + 4].copy_from_slice(&new.to_le_bytes());
+    }
+}
+
+/// The simulated NVMe drive as a PCIe function: configuration space, BAR0 (registers
+/// and doorbells) and the host memory it reaches by DMA.
+pub struct SimTransport {
+    name: String,
+    config_space: ConfigSpace,
+    controller: Controller,
+    dma: DmaRegion,
+    bar0_size: u64,
+}
+
+impl SimTransport {
+    /// A drive with its own command set and its own host memory
+    /// (`config.host_memory_bytes` at `config.host_memory_base`).
+    pub fn new(config: ControllerConfig, command_set: Box<dyn CommandSet + Send>) -> SimTransport {
+        Self::with_shared(config, Arc::new(Mutex::new(command_set)))
+    }
+
+    /// A controller over a command set other controllers (ports) may share.
+    pub fn with_shared(config: ControllerConfig, command_set: SharedCommandSet) -> SimTransport {
+        let bytes = config.host_memory_bytes.max(4096).next_multiple_of(4096);
+        let base = match config.host_memory_base {
+            0 => 0x1_0000_0000,
+            b => b,
+        };
+        let dma = DmaRegion::heap(bytes, base);
+        let config_space = ConfigSpace::new(&config);
+        let bar0_size = config.bar0_size();
+        let name = format!("sim:{}", config.name);
+        SimTransport { name, config_space, controller: Controller::new(config, command_set), dma, bar0_size }
+    }
+
+    /// The controller behind BAR0 (its context, counters and command set).
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    pub fn controller_mut(&mut self) -> &mut Controller {
+        &mut self.controller
+    }
+
+    fn config_offset(offset: u16) -> Result<usize, TransportError> {
+        let at = offset as usize;
+        if at % 4 != 0 || at + 4 > cfg::SIZE {
+            return Err(TransportError::Other(format!(
+                "configuration access at {offset:#x}: not a dword inside the 4 KiB configuration space"
+            )));
+        }
+        Ok(at)
+    }
+
+    fn bar0_offset(&self, offset: u64) -> Result<(), TransportError> {
+        if offset % 4 != 0 || offset.checked_add(4).is_none_or(|end| end > self.bar0_size) {
+            return Err(TransportError::Other(format!(
+                "BAR0 access at {offset:#x}: not a dword inside BAR0 ({:#x} bytes)",
+                self.bar0_size
+            )));
+        }
+        Ok(())
+    }
+
+    fn memory_space_enabled(&self) -> bool {
+        self.config_space.read(cfg::COMMAND) & COMMAND_MEMORY_SPACE != 0
+    }
+
+    /// Function Level Reset: configuration space back to its initial values and a
+    /// conventional reset of the controller.
+    fn function_level_reset(&mut self) {
+        self.config_space = ConfigSpace::new(self.controller.config());
+        self.controller.reset_registers();
+        self.controller.set_bus_master(false, &self.dma);
+    }
+}
+
+impl Transport for SimTransport {
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+
+    fn config_read32(&mut self, offset: u16) -> Result<u32, TransportError> {
+        let at = Self::config_offset(offset)?;
+        Ok(self.config_space.read(at))
+    }
+
+    fn config_write32(&mut self, offset: u16, value: u32) -> Result<(), TransportError> {
+        let at = Self::config_offset(offset)?;
+        if at == cfg::PCIE_DEVICE_CONTROL && value & DEVICE_CONTROL_INITIATE_FLR != 0 {
+            self.function_level_reset();
+            return Ok(());
+        }
+        self.config_space.write(at, value);
+        if at == cfg::COMMAND {
+            let bus_master = self.config_space.read(cfg::COMMAND) & COMMAND_BUS_MASTER != 0;
+            self.controller.set_bus_master(bus_master, &self.dma);
+        }
+        Ok(())
+    }
+
+    fn mmio_read32(&mut self, offset: u64) -> Result<u32, TransportError> {
+        self.bar0_offset(offset)?;
+        if !self.memory_space_enabled() {
+            return Ok(u32::MAX);
+        }
+        Ok(self.controller.mmio_read(offset))
+    }
+
+    fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), TransportError> {
+        self.bar0_offset(offset)?;
+        if self.memory_space_enabled() {
+            self.controller.mmio_write(offset, value, &self.dma);
+        }
+        Ok(())
+    }
+
+    fn dma(&self) -> &DmaRegion {
+        &self.dma
+    }
+}

@@ -1,0 +1,533 @@
+//! The controller as nvtest's host driver runs it: bring-up (NVMe 1.4 §7.6.1
+//! "Initialization"), I/O queue creation, orderly shutdown (§7.6.2), controller reset
+//! (§7.3.2), the admin queue's Asynchronous Event Requests, and the [`Device`]
+//! implementation the runner uses.
+
+use std::time::{Duration, Instant};
+
+use crate::device::{Access, Data, Device, DeviceError};
+use crate::driver::memory::{DmaBuf, PageAllocator, PAGE_SIZE};
+use crate::driver::queue::{IoQueuePair, QueuePair, SlotSizes};
+use crate::spec::queue::{
+    CreateIoCompletionQueue, CreateIoSubmissionQueue, DeleteIoCompletionQueue, DeleteIoSubmissionQueue, QueuePriority,
+};
+use crate::spec::registers::{offset, Aqa, Cap, Cc, Csts};
+use crate::spec::{AdminOpcode, Command, Completion, Version};
+use crate::transport::{DmaRegion, Transport};
+
+/// PCI Command register (configuration space offset 04h): Memory Space Enable (bit 1)
+/// and Bus Master Enable (bit 2).
+const PCI_COMMAND: u16 = 0x04;
+const PCI_COMMAND_MEMORY_SPACE: u32 = 1 << 1;
+const PCI_COMMAND_BUS_MASTER: u32 = 1 << 2;
+
+/// Feature Identifier 07h, Number of Queues (§5.21.1.7): Set Features CDW11 carries
+/// NSQR (15:00) and NCQR (31:16), completion Dword 0 carries NSQA (15:00) and NCQA
+/// (31:16), all 0's based.
+const FEATURE_NUMBER_OF_QUEUES: u32 = 0x07;
+
+/// How the driver sets the controller up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Entries of the admin submission and completion queues (2 ..= 4096).
+    pub admin_queue_depth: u16,
+    /// I/O queue pairs to create (fewer if the controller allocates fewer).
+    pub io_queues: u16,
+    /// Entries of each I/O queue (capped at CAP.MQES + 1).
+    pub io_queue_depth: u32,
+    /// Deadline of every command, in milliseconds.
+    pub command_timeout_ms: u64,
+    /// Data buffer allocated per command slot when a queue is created, in bytes.
+    pub slot_buffer_bytes: usize,
+    /// Largest data buffer a slot keeps for the next command; larger transfers use a
+    /// buffer allocated and freed around the command.
+    pub slot_buffer_keep_max: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            admin_queue_depth: 32,
+            io_queues: 1,
+            io_queue_depth: 256,
+            command_timeout_ms: 10_000,
+            slot_buffer_bytes: 4096,
+            slot_buffer_keep_max: 128 * 1024,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// CC.EN = 1, queues set up.
+    Enabled,
+    /// CC.EN = 0 (after [`Controller::disable`] or a failed bring-up).
+    Disabled,
+    /// Shutdown processing complete (CSTS.SHST = 10b).
+    ShutDown,
+}
+
+/// An NVMe controller driven by nvtest through a [`Transport`].
+pub struct Controller {
+    transport: Box<dyn Transport>,
+    options: Options,
+    cap: Cap,
+    version: Version,
+    pages: PageAllocator,
+    admin: Option<QueuePair>,
+    io: Vec<QueuePair>,
+    /// NSQA and NCQA (1-based) from the last Set Features Number of Queues.
+    queues_allocated: (u16, u16),
+    /// Asynchronous Event Requests the caller asked to keep outstanding.
+    aer_target: u16,
+    state: State,
+}
+
+impl Controller {
+    /// Brings the controller up (§7.6.1) and creates `options.io_queues` I/O queue pairs.
+    pub fn new(transport: Box<dyn Transport>, options: Options) -> Result<Controller, DeviceError> {
+        if !(2..=4096).contains(&options.admin_queue_depth) {
+            return Err(DeviceError::Driver(format!(
+                "admin queue depth {} is not 2 ..= 4096 (AQA holds 12-bit 0's based sizes)",
+                options.admin_queue_depth
+            )));
+        }
+        let dma = transport.dma();
+        let pages = PageAllocator::new(dma.base(), dma.len());
+        let mut ctrl = Controller {
+            transport,
+            options,
+            cap: Cap::new(),
+            version: Version::new(0, 0, 0),
+            pages,
+            admin: None,
+            io: Vec::new(),
+            queues_allocated: (0, 0),
+            aer_target: 0,
+            state: State::Disabled,
+        };
+        ctrl.enable()?;
+        Ok(ctrl)
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// CAP as read at the last bring-up.
+    pub fn cap(&self) -> Cap {
+        self.cap
+    }
+
+    /// VS as read at the last bring-up.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// Doorbell stride in bytes (`4 << CAP.DSTRD`).
+    pub fn doorbell_stride(&self) -> u64 {
+        4 << self.cap.dstrd()
+    }
+
+    /// The memory page size selected in CC.MPS.
+    pub fn memory_page_size(&self) -> usize {
+        PAGE_SIZE
+    }
+
+    /// The Maximum Data Transfer Size in bytes for Identify Controller's MDTS value:
+    /// `2 ^ MDTS` units of the minimum memory page size (CAP.MPSMIN); `None` when MDTS is
+    /// 0 (no limit). The driver itself never limits a transfer; callers that want to stay
+    /// within MDTS split their transfers at this size.
+    pub fn max_transfer_bytes(&self, mdts: u8) -> Option<usize> {
+        if mdts == 0 {
+            return None;
+        }
+        let min_page = 1usize << (12 + self.cap.mpsmin() as u32);
+        1usize.checked_shl(mdts as u32).and_then(|units| units.checked_mul(min_page)).or(Some(usize::MAX))
+    }
+
+    /// Number of I/O Submission and Completion Queues the controller allocated (NSQA + 1,
+    /// NCQA + 1) in answer to Set Features Number of Queues.
+    pub fn queues_allocated(&self) -> (u16, u16) {
+        self.queues_allocated
+    }
+
+    /// Reads a 32-bit BAR0 register.
+    pub fn read_register(&mut self, offset: u64) -> Result<u32, DeviceError> {
+        Ok(self.transport.mmio_read32(offset)?)
+    }
+
+    /// Reads a 64-bit BAR0 register (CAP, ASQ, ACQ).
+    pub fn read_register64(&mut self, offset: u64) -> Result<u64, DeviceError> {
+        Ok(self.transport.mmio_read64(offset)?)
+    }
+
+    /// Writes a 32-bit BAR0 register. The driver's view of the controller is not updated:
+    /// after changing CC, call [`Self::disable`] / [`Self::enable`] / [`Self::reset`].
+    pub fn write_register(&mut self, offset: u64, value: u32) -> Result<(), DeviceError> {
+        Ok(self.transport.mmio_write32(offset, value)?)
+    }
+
+    pub fn transport(&self) -> &dyn Transport {
+        &*self.transport
+    }
+
+    /// The transport itself, for register- and configuration-level cases.
+    pub fn transport_mut(&mut self) -> &mut dyn Transport {
+        &mut *self.transport
+    }
+
+    /// Host memory the controller reaches.
+    pub fn dma(&self) -> &DmaRegion {
+        self.transport.dma()
+    }
+
+    /// Allocates host memory for a case's own queues, PRP lists or buffers.
+    pub fn alloc_dma(&mut self, bytes: usize) -> Result<DmaBuf, DeviceError> {
+        self.pages.alloc(bytes)
+    }
+
+    /// Returns memory from [`Self::alloc_dma`].
+    pub fn free_dma(&mut self, buf: DmaBuf) -> Result<(), DeviceError> {
+        self.pages.free(buf)
+    }
+
+    /// A queue pair: 0 is the admin queue, 1.. the I/O queues.
+    pub fn queue(&mut self, qid: u16) -> Result<IoQueuePair<'_>, DeviceError> {
+        let timeout = Duration::from_millis(self.options.command_timeout_ms);
+        let index = self.io.iter().position(|q| q.qid == qid);
+        let exists = if qid == 0 { self.admin.is_some() } else { index.is_some() };
+        if !exists {
+            return Err(DeviceError::Driver(match self.state {
+                State::Enabled => format!("queue {qid} does not exist (I/O queues: {:?})", self.io_queues()),
+                State::Disabled => "the controller is disabled (CC.EN = 0)".to_string(),
+                State::ShutDown => "the controller has been shut down".to_string(),
+            }));
+        }
+        let queue = match (self.admin.as_mut(), index) {
+            (Some(admin), _) if qid == 0 => admin,
+            (_, Some(i)) => &mut self.io[i],
+            _ => return Err(DeviceError::Driver(format!("queue {qid} does not exist"))),
+        };
+        Ok(IoQueuePair { queue, transport: &mut *self.transport, pages: &mut self.pages, timeout })
+    }
+
+    /// Sends an admin command exactly as given (PRPs untouched, CID assigned) and waits.
+    pub fn admin_raw(&mut self, cmd: Command) -> Result<Completion, DeviceError> {
+        self.queue(0)?.execute_raw(cmd)
+    }
+
+    /// Completions that matched no outstanding command, per queue, since the last call.
+    pub fn take_unexpected_completions(&mut self) -> Vec<(u16, Completion)> {
+        let mut out = Vec::new();
+        for q in self.admin.iter_mut().chain(self.io.iter_mut()) {
+            out.extend(q.unexpected.drain(..).map(|c| (q.qid, c)));
+        }
+        out
+    }
+
+    fn wait_csts(&mut self, what: &str, bound: Duration, done: impl Fn(Csts) -> bool) -> Result<Csts, DeviceError> {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let csts = Csts::from_bits(self.transport.mmio_read32(offset::CSTS)?);
+            if done(csts) {
+                return Ok(csts);
+            }
+            if start.elapsed() > bound {
+                return Err(DeviceError::Driver(format!(
+                    "{what}: not within {} ms (CAP.TO {}); CSTS = {:#x}",
+                    bound.as_millis(),
+                    self.cap.to(),
+                    csts.into_bits()
+                )));
+            }
+            self.transport.idle()?;
+            spins += 1;
+            if spins > 100 {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+    }
+
+    /// CAP.TO as a bound, never less than 500 ms.
+    fn ready_bound(&self) -> Duration {
+        Duration::from_millis(self.cap.timeout_ms().max(500))
+    }
+
+    fn forget_queues(&mut self) {
+        for q in self.io.drain(..) {
+            q.release(&mut self.pages);
+        }
+        if let Some(admin) = self.admin.take() {
+            admin.release(&mut self.pages);
+        }
+    }
+
+    /// Clears CC.EN and waits for CSTS.RDY = 0 (a Controller Reset, §7.3.2): every queue
+    /// and outstanding command is gone afterwards.
+    pub fn disable(&mut self) -> Result<(), DeviceError> {
+        let cc = Cc::from_bits(self.transport.mmio_read32(offset::CC)?);
+        if cc.en() {
+            self.transport.mmio_write32(offset::CC, cc.with_en(false).with_shn(0).into_bits())?;
+        }
+        self.state = State::Disabled;
+        let result = self.wait_csts("CSTS.RDY to clear after CC.EN = 0", self.ready_bound(), |c| !c.rdy());
+        self.forget_queues();
+        result.map(|_| ())
+    }
+
+    /// Brings the controller up from any state: §7.6.1 steps, Set Features Number of
+    /// Queues, the I/O queue pairs, and the Asynchronous Event Requests asked for.
+    pub fn enable(&mut self) -> Result<(), DeviceError> {
+        self.state = State::Disabled;
+        self.forget_queues();
+
+        let command = self.transport.config_read32(PCI_COMMAND)?;
+        let id = self.transport.config_read32(0x00)?;
+        if id & 0xffff == 0xffff {
+            return Err(DeviceError::Driver(format!("no PCI function answers (ID register {id:#x})")));
+        }
+        let enables = PCI_COMMAND_MEMORY_SPACE | PCI_COMMAND_BUS_MASTER;
+        self.transport.config_write32(PCI_COMMAND, (command & 0xffff) | enables)?;
+
+        self.cap = Cap::from_bits(self.transport.mmio_read64(offset::CAP)?);
+        self.version = Version::from_register(self.transport.mmio_read32(offset::VS)?);
+        if self.cap.mpsmin() > 0 {
+            return Err(DeviceError::Unsupported(format!(
+                "CAP.MPSMIN is {} (smallest memory page {} KiB); nvtest's driver uses 4 KiB pages",
+                self.cap.mpsmin(),
+                4u32 << self.cap.mpsmin()
+            )));
+        }
+        if self.cap.css() & 1 == 0 {
+            return Err(DeviceError::Unsupported(format!(
+                "CAP.CSS {:#x} does not include the NVM command set",
+                self.cap.css()
+            )));
+        }
+
+        let cc = Cc::from_bits(self.transport.mmio_read32(offset::CC)?);
+        if cc.en() {
+            self.transport.mmio_write32(offset::CC, cc.with_en(false).with_shn(0).into_bits())?;
+        }
+        self.wait_csts("CSTS.RDY to clear before enabling", self.ready_bound(), |c| !c.rdy())?;
+
+        let depth = self.options.admin_queue_depth as u32;
+        let sizes =
+            SlotSizes { preallocated: self.options.slot_buffer_bytes, keep_max: self.options.slot_buffer_keep_max };
+        let admin = QueuePair::new(0, depth, self.cap.dstrd(), self.transport.dma(), &mut self.pages, sizes)?;
+        let aqa = Aqa::new().with_asqs(depth as u16 - 1).with_acqs(depth as u16 - 1);
+        self.transport.mmio_write32(offset::AQA, aqa.into_bits())?;
+        self.transport.mmio_write64(offset::ASQ, admin.sq_base())?;
+        self.transport.mmio_write64(offset::ACQ, admin.cq_base())?;
+        self.admin = Some(admin);
+
+        // CSS = NVM (000b), MPS = 0 (4 KiB), AMS = round robin (000b), IOSQES = 6, IOCQES = 4.
+        let cc = Cc::new().with_css(0).with_mps(0).with_ams(0).with_iosqes(6).with_iocqes(4).with_en(true);
+        self.transport.mmio_write32(offset::CC, cc.into_bits())?;
+        let csts = self.wait_csts("CSTS.RDY to set after CC.EN = 1", self.ready_bound(), |c| c.rdy() || c.cfs())?;
+        if csts.cfs() {
+            return Err(DeviceError::Driver(format!(
+                "controller fatal status (CSTS.CFS) after enabling; CSTS = {:#x}",
+                csts.into_bits()
+            )));
+        }
+        self.state = State::Enabled;
+
+        self.create_io_queues()?;
+        let target = self.aer_target;
+        self.aer_target = 0;
+        self.arm_async_events(target)
+    }
+
+    fn create_io_queues(&mut self) -> Result<(), DeviceError> {
+        let wanted = self.options.io_queues;
+        if wanted == 0 {
+            return Ok(());
+        }
+        let n = wanted as u32 - 1;
+        let set =
+            Command { cdw10: FEATURE_NUMBER_OF_QUEUES, cdw11: n | n << 16, ..Command::admin(AdminOpcode::SetFeatures) };
+        let done = self.admin(set, Data::None)?;
+        if !done.status().is_success() {
+            return Err(DeviceError::Driver(format!("Set Features Number of Queues failed: {}", done.status())));
+        }
+        let nsqa = (done.dw0 as u16).saturating_add(1);
+        let ncqa = ((done.dw0 >> 16) as u16).saturating_add(1);
+        self.queues_allocated = (nsqa, ncqa);
+        let count = wanted.min(nsqa).min(ncqa);
+        let entries = self.options.io_queue_depth.clamp(2, self.cap.mqes() as u32 + 1);
+        let sizes =
+            SlotSizes { preallocated: self.options.slot_buffer_bytes, keep_max: self.options.slot_buffer_keep_max };
+        for qid in 1..=count {
+            let pair = QueuePair::new(qid, entries, self.cap.dstrd(), self.transport.dma(), &mut self.pages, sizes)?;
+            let qsize = (entries - 1) as u16;
+            let cq = CreateIoCompletionQueue { qid, qsize, prp1: pair.cq_base(), pc: true, ien: false, iv: 0 };
+            let sq = CreateIoSubmissionQueue {
+                qid,
+                qsize,
+                prp1: pair.sq_base(),
+                pc: true,
+                qprio: QueuePriority::Urgent,
+                cqid: qid,
+                nvmsetid: 0,
+            };
+            let cq_done = self.admin(cq.to_command(), Data::None)?;
+            if !cq_done.status().is_success() {
+                pair.release(&mut self.pages);
+                return Err(DeviceError::Driver(format!(
+                    "Create I/O Completion Queue {qid} ({entries} entries) failed: {}",
+                    cq_done.status()
+                )));
+            }
+            let sq_done = self.admin(sq.to_command(), Data::None)?;
+            if !sq_done.status().is_success() {
+                pair.release(&mut self.pages);
+                let _ = self.admin(DeleteIoCompletionQueue { qid }.to_command(), Data::None);
+                return Err(DeviceError::Driver(format!(
+                    "Create I/O Submission Queue {qid} ({entries} entries) failed: {}",
+                    sq_done.status()
+                )));
+            }
+            self.io.push(pair);
+        }
+        Ok(())
+    }
+
+    /// A Controller Reset (CC.EN 1 → 0, §7.3.2) followed by a full bring-up.
+    pub fn reset(&mut self) -> Result<(), DeviceError> {
+        self.disable()?;
+        self.enable()
+    }
+
+    /// Orderly shutdown (§7.6.2): delete the I/O submission queues, then the completion
+    /// queues, set CC.SHN to normal shutdown and wait (bounded) for CSTS.SHST complete.
+    pub fn shutdown(&mut self) -> Result<(), DeviceError> {
+        if self.state != State::Enabled {
+            return Ok(());
+        }
+        let qids: Vec<u16> = self.io.iter().map(|q| q.qid).collect();
+        let mut first_error = None;
+        for &qid in &qids {
+            if let Err(e) = self.admin(DeleteIoSubmissionQueue { qid }.to_command(), Data::None) {
+                first_error.get_or_insert(e);
+            }
+        }
+        for &qid in &qids {
+            if let Err(e) = self.admin(DeleteIoCompletionQueue { qid }.to_command(), Data::None) {
+                first_error.get_or_insert(e);
+            }
+        }
+        for q in self.io.drain(..) {
+            q.release(&mut self.pages);
+        }
+        let cc = Cc::from_bits(self.transport.mmio_read32(offset::CC)?);
+        self.transport.mmio_write32(offset::CC, cc.with_shn(0b01).into_bits())?;
+        let bound = Duration::from_millis(self.cap.timeout_ms().max(1000));
+        self.wait_csts("CSTS.SHST to report shutdown complete", bound, |c| c.shst() == 0b10)?;
+        self.state = State::ShutDown;
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Shuts the controller down and gives the transport back.
+    pub fn close(mut self) -> Result<Box<dyn Transport>, DeviceError> {
+        let result = self.shutdown();
+        // Whatever happened, do not try again on drop.
+        self.state = State::ShutDown;
+        let transport = std::mem::replace(&mut self.transport, Box::new(Detached));
+        result.map(|_| transport)
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// What a closed controller holds instead of its transport.
+struct Detached;
+
+impl Transport for Detached {
+    fn describe(&self) -> String {
+        "detached".into()
+    }
+    fn config_read32(&mut self, _: u16) -> Result<u32, crate::transport::TransportError> {
+        Err(crate::transport::TransportError::Gone("the controller was closed".into()))
+    }
+    fn config_write32(&mut self, _: u16, _: u32) -> Result<(), crate::transport::TransportError> {
+        Err(crate::transport::TransportError::Gone("the controller was closed".into()))
+    }
+    fn mmio_read32(&mut self, _: u64) -> Result<u32, crate::transport::TransportError> {
+        Err(crate::transport::TransportError::Gone("the controller was closed".into()))
+    }
+    fn mmio_write32(&mut self, _: u64, _: u32) -> Result<(), crate::transport::TransportError> {
+        Err(crate::transport::TransportError::Gone("the controller was closed".into()))
+    }
+    fn dma(&self) -> &DmaRegion {
+        static EMPTY: std::sync::OnceLock<DmaRegion> = std::sync::OnceLock::new();
+        EMPTY.get_or_init(|| DmaRegion::heap(PAGE_SIZE, 0))
+    }
+}
+
+impl Device for Controller {
+    fn describe(&self) -> String {
+        self.transport.describe()
+    }
+
+    fn access(&self) -> Access {
+        Access::Userspace
+    }
+
+    fn admin(&mut self, cmd: Command, data: Data<'_>) -> Result<Completion, DeviceError> {
+        self.queue(0)?.execute(cmd, data, Data::None)
+    }
+
+    fn io(&mut self, qid: u16, cmd: Command, data: Data<'_>, metadata: Data<'_>) -> Result<Completion, DeviceError> {
+        if qid == 0 {
+            return Err(DeviceError::Driver("I/O commands go to I/O queues (1 and up), not the admin queue".into()));
+        }
+        self.queue(qid)?.execute(cmd, data, metadata)
+    }
+
+    fn io_queues(&self) -> Vec<u16> {
+        self.io.iter().map(|q| q.qid).collect()
+    }
+
+    fn arm_async_events(&mut self, count: u16) -> Result<(), DeviceError> {
+        let limit = self.options.admin_queue_depth.saturating_sub(2);
+        if count > limit {
+            return Err(DeviceError::Driver(format!(
+                "{count} Asynchronous Event Requests would leave no admin queue slot free (depth {})",
+                self.options.admin_queue_depth
+            )));
+        }
+        self.aer_target = count;
+        let mut queue = self.queue(0)?;
+        while queue.queue.aers_outstanding < count {
+            queue.submit_async_event_request()?;
+        }
+        queue.ring()
+    }
+
+    /// AER completions since the last call. Each successful one is re-armed; one that
+    /// completed with an error (e.g. Asynchronous Event Request Limit Exceeded) is not,
+    /// so the number kept outstanding drops by one for each.
+    fn take_async_events(&mut self) -> Result<Vec<Completion>, DeviceError> {
+        let mut queue = self.queue(0)?;
+        queue.reap()?;
+        let events = std::mem::take(&mut queue.queue.async_events);
+        let failed = events.iter().filter(|c| !c.status().is_success()).count() as u16;
+        let target = self.aer_target.saturating_sub(failed);
+        self.arm_async_events(target)?;
+        Ok(events)
+    }
+
+    fn command_timeout_ms(&self) -> u64 {
+        self.options.command_timeout_ms
+    }
+}

@@ -1,0 +1,304 @@
+//! Queues as the controller sees them: where their entries live in host memory, the
+//! doorbells that move their tail and head (§3.1.16, §3.1.17), fetching commands and
+//! posting completions with the Phase Tag (§4.6), and the full-queue stall (§4.1.2).
+//!
+//! Invalid doorbell writes (a queue that does not exist, a value beyond the queue, a CQ
+//! head that consumes entries not yet posted) are ignored and reported as Asynchronous
+//! Events of type Error Status (§5.2.1), never acted upon.
+
+use nvme::spec::queue::{error_status_info, event_type};
+use nvme::spec::{Command, Completion, Status};
+use nvme::transport::DmaRegion;
+use zerocopy::IntoBytes;
+
+use super::prp::PrpPointer;
+use super::Controller;
+use crate::exec::{AsyncEvent, Done};
+
+/// Error Information log page (01h), which clears Error Status events.
+pub(super) const ERROR_INFORMATION_LOG: u8 = 0x01;
+
+/// Where a queue's entries are: one contiguous run, or pages named by a PRP list.
+#[derive(Clone, Debug)]
+pub(super) enum QueueMemory {
+    Contiguous(u64),
+    Pages { pages: Vec<u64>, page_size: usize },
+}
+
+impl QueueMemory {
+    fn entry(&self, index: u32, entry_bytes: usize) -> u64 {
+        let at = index as usize * entry_bytes;
+        match self {
+            QueueMemory::Contiguous(base) => base + at as u64,
+            QueueMemory::Pages { pages, page_size } => {
+                // Entry sizes divide the page size, so an entry never straddles pages.
+                pages.get(at / page_size).copied().unwrap_or(0) + (at % page_size) as u64
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct SubmissionQueue {
+    pub memory: QueueMemory,
+    pub entries: u32,
+    pub head: u32,
+    pub tail: u32,
+    pub cqid: u16,
+    /// QPRIO as created (arbitration is round robin in this engine).
+    #[allow(dead_code)]
+    pub qprio: u8,
+}
+
+impl SubmissionQueue {
+    pub fn contiguous(base: u64, entries: u32, cqid: u16, qprio: u8) -> Self {
+        SubmissionQueue { memory: QueueMemory::Contiguous(base), entries, head: 0, tail: 0, cqid, qprio }
+    }
+
+    pub fn has_work(&self) -> bool {
+        self.head != self.tail
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct CompletionQueue {
+    pub memory: QueueMemory,
+    pub entries: u32,
+    pub head: u32,
+    pub tail: u32,
+    pub phase: bool,
+    #[allow(dead_code)]
+    pub ien: bool,
+    #[allow(dead_code)]
+    pub iv: u16,
+    /// Submission queues that post here.
+    pub sqs: Vec<u16>,
+    /// An SQ stopped because this queue was full.
+    pub stalled: bool,
+}
+
+impl CompletionQueue {
+    pub fn contiguous(base: u64, entries: u32, ien: bool, iv: u16) -> Self {
+        CompletionQueue {
+            memory: QueueMemory::Contiguous(base),
+            entries,
+            head: 0,
+            tail: 0,
+            phase: true,
+            ien,
+            iv,
+            sqs: Vec::new(),
+            stalled: false,
+        }
+    }
+
+    /// A queue with `entries` slots holds at most `entries - 1` completions (§4.1.2).
+    pub fn is_full(&self) -> bool {
+        (self.tail + 1) % self.entries == self.head
+    }
+
+    fn posted(&self) -> u32 {
+        (self.tail + self.entries - self.head) % self.entries
+    }
+}
+
+/// A command the command set left uncompleted.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Held {
+    pub sqid: u16,
+    pub cid: u16,
+}
+
+/// A completion to post.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Posting {
+    pub cqid: u16,
+    pub sqid: u16,
+    pub cid: u16,
+    pub done: Done,
+}
+
+impl Controller {
+    pub(super) fn doorbell(&mut self, offset: u64, value: u32, dma: &DmaRegion) {
+        if !self.csts.rdy() {
+            return;
+        }
+        let stride = 4u64 << self.cap.dstrd();
+        let rel = offset - nvme::spec::registers::offset::DOORBELLS;
+        if rel % stride != 0 {
+            // Between doorbells when the stride is wider than a doorbell: reserved.
+            return;
+        }
+        let index = rel / stride;
+        let qid = (index / 2) as usize;
+        if index % 2 == 0 {
+            self.sq_tail_doorbell(qid, value, dma);
+        } else {
+            self.cq_head_doorbell(qid, value, dma);
+        }
+    }
+
+    fn sq_tail_doorbell(&mut self, qid: usize, value: u32, dma: &DmaRegion) {
+        let Some(sq) = self.sqs.get_mut(qid).and_then(|q| q.as_mut()) else {
+            return self.invalid_doorbell(error_status_info::WRITE_TO_INVALID_DOORBELL_REGISTER, dma);
+        };
+        if value >= sq.entries {
+            return self.invalid_doorbell(error_status_info::INVALID_DOORBELL_WRITE_VALUE, dma);
+        }
+        sq.tail = value;
+        self.process_sq(qid as u16, dma);
+    }
+
+    fn cq_head_doorbell(&mut self, qid: usize, value: u32, dma: &DmaRegion) {
+        let Some(cq) = self.cqs.get_mut(qid).and_then(|q| q.as_mut()) else {
+            return self.invalid_doorbell(error_status_info::WRITE_TO_INVALID_DOORBELL_REGISTER, dma);
+        };
+        let freed = (value + cq.entries - cq.head) % cq.entries.max(1);
+        if value >= cq.entries || freed > cq.posted() {
+            return self.invalid_doorbell(error_status_info::INVALID_DOORBELL_WRITE_VALUE, dma);
+        }
+        cq.head = value;
+        if std::mem::take(&mut cq.stalled) {
+            let sqs = cq.sqs.clone();
+            for sqid in sqs {
+                self.process_sq(sqid, dma);
+            }
+        }
+        self.after_command(dma);
+    }
+
+    fn invalid_doorbell(&mut self, info: u8, dma: &DmaRegion) {
+        self.stats.invalid_doorbell_writes += 1;
+        self.ctx.events.push(AsyncEvent {
+            event_type: event_type::ERROR_STATUS,
+            info,
+            log_page: ERROR_INFORMATION_LOG,
+        });
+        self.deliver_events(dma);
+    }
+
+    /// Fetches and executes the entries between the SQ's head and tail, stopping when the
+    /// completion queue is full.
+    pub(super) fn process_sq(&mut self, qid: u16, dma: &DmaRegion) {
+        if !self.bus_master || !self.csts.rdy() || self.csts.cfs() {
+            return;
+        }
+        loop {
+            let Some(sq) = self.sqs.get_mut(qid as usize).and_then(|q| q.as_mut()) else { return };
+            if sq.head == sq.tail {
+                return;
+            }
+            let cqid = sq.cqid;
+            let Some(cq) = self.cqs.get_mut(cqid as usize).and_then(|q| q.as_mut()) else { return };
+            if cq.is_full() {
+                cq.stalled = true;
+                self.stats.cq_full_stalls += 1;
+                return;
+            }
+            let at = sq.memory.entry(sq.head, 64);
+            let cmd: Command = match dma.read_obj(at) {
+                Ok(cmd) => cmd,
+                Err(_) => {
+                    // The controller cannot reach its own queue: nothing to complete to.
+                    self.csts.set_cfs(true);
+                    return;
+                }
+            };
+            sq.head = (sq.head + 1) % sq.entries;
+            self.stats.fetched += 1;
+            if let Some(done) = self.execute(qid, &cmd, dma) {
+                let posting = Posting { cqid, sqid: qid, cid: cmd.cid, done };
+                if !self.post(posting, dma) {
+                    self.deferred.push(posting);
+                }
+            }
+            self.after_command(dma);
+        }
+    }
+
+    /// Completions that had to wait, and events waiting for an AER.
+    pub(super) fn after_command(&mut self, dma: &DmaRegion) {
+        if !self.deferred.is_empty() {
+            self.flush_deferred(dma);
+        }
+        if !self.aers.is_empty() && !self.ctx.events.is_empty() {
+            self.deliver_events(dma);
+        }
+    }
+
+    pub(super) fn flush_deferred(&mut self, dma: &DmaRegion) {
+        let mut i = 0;
+        while i < self.deferred.len() {
+            let posting = self.deferred[i];
+            if self.post(posting, dma) {
+                self.deferred.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Writes a completion queue entry at the CQ tail with the current Phase Tag and the
+    /// SQ's head. False if the queue is full; a queue that no longer exists takes nothing.
+    pub(super) fn post(&mut self, p: Posting, dma: &DmaRegion) -> bool {
+        let sq_head = self.sqs.get(p.sqid as usize).and_then(|q| q.as_ref()).map_or(0, |sq| sq.head);
+        let Some(cq) = self.cqs.get_mut(p.cqid as usize).and_then(|q| q.as_mut()) else { return true };
+        if cq.is_full() {
+            return false;
+        }
+        let entry = Completion {
+            dw0: p.done.dw0,
+            dw1: 0,
+            sq_head: sq_head as u16,
+            sq_id: p.sqid,
+            cid: p.cid,
+            status: p.done.status.to_field() << 1 | cq.phase as u16,
+        };
+        let at = cq.memory.entry(cq.tail, 16);
+        let bytes = entry.as_bytes();
+        // The status word, with the Phase Tag, lands last.
+        if dma.write(at, &bytes[..14]).is_err() || dma.write(at + 14, &bytes[14..]).is_err() {
+            self.csts.set_cfs(true);
+            return true;
+        }
+        cq.tail += 1;
+        if cq.tail == cq.entries {
+            cq.tail = 0;
+            cq.phase = !cq.phase;
+        }
+        self.stats.posted += 1;
+        true
+    }
+
+    /// Runs one fetched command: the engine's own admin commands here, everything else
+    /// in the command set. `None` means no completion is posted now.
+    fn execute(&mut self, sqid: u16, cmd: &Command, dma: &DmaRegion) -> Option<Done> {
+        // PSDT (CDW0 bits 15:14): this controller supports PRPs only.
+        if cmd.flags & 0xc0 != 0 {
+            return Some(Done::err(Status::INVALID_FIELD));
+        }
+        if sqid == 0 {
+            if let Some(result) = self.engine_admin(cmd, dma) {
+                return result;
+            }
+        }
+        let data = PrpPointer::new(dma, cmd.prp1, cmd.prp2, self.page_size);
+        let done = {
+            // A command set that panicked mid-command is still the best state we have.
+            let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if sqid == 0 {
+                set.admin(&mut self.ctx, cmd, &data)
+            } else {
+                set.io(&mut self.ctx, cmd, &data)
+            }
+        };
+        if std::mem::take(&mut self.ctx.hold_completion) {
+            self.held.push(Held { sqid, cid: cmd.cid });
+            return None;
+        }
+        if sqid == 0 && done.status.is_success() {
+            self.command_set_admin_done(cmd);
+        }
+        Some(done)
+    }
+}
