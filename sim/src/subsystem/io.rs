@@ -1,0 +1,484 @@
+//! The NVM command set (NVMe 1.4 §6): Flush, Write, Read, Write Uncorrectable, Compare,
+//! Write Zeroes and Dataset Management, and the data path between host memory and media.
+//!
+//! Data moves directly between media chunks and the host memory segments of the command's
+//! PRPs: no buffer is allocated per command. Every input is checked in the order a
+//! controller checks it: the namespace (Invalid Namespace or Format), the transfer size
+//! (MDTS: Invalid Field in Command), the LBA range (LBA Out of Range), then the media.
+
+use super::media::{OutOfMedia, Run};
+use super::namespace::{Layout, Namespace, Region};
+use super::{Quirk, Subsystem, NSID_ALL};
+use crate::exec::{DataPointer, Done};
+use crate::profile::OptionalCommand;
+use nvme::spec::nvm::{DsmFields, DsmRange, LbaFields};
+use nvme::spec::{Command, NvmOpcode, Status, Version};
+use nvme::transport::DmaRegion;
+
+/// How a command reaches its namespace.
+enum Target {
+    /// An active namespace (or, under a quirk, an allocated inactive one).
+    Namespace(u32),
+    /// No namespace, but a quirk accepts the command anyway: it succeeds doing nothing.
+    Nothing,
+}
+
+impl Subsystem {
+    /// Runs one NVM command.
+    pub(super) fn nvm_command(&mut self, cmd: &Command, data: &dyn DataPointer) -> Done {
+        let supported = |c| self.supports(c);
+        match NvmOpcode::from_u8(cmd.opcode) {
+            Some(NvmOpcode::Flush) => self.flush(cmd),
+            Some(NvmOpcode::Write) => self.write(cmd, data),
+            Some(NvmOpcode::Read) => self.read(cmd, data),
+            Some(NvmOpcode::WriteUncorrectable) if supported(OptionalCommand::WriteUncorrectable) => {
+                self.write_uncorrectable(cmd)
+            }
+            Some(NvmOpcode::Compare) if supported(OptionalCommand::Compare) => self.compare(cmd, data),
+            Some(NvmOpcode::WriteZeroes) if supported(OptionalCommand::WriteZeroes) => self.write_zeroes(cmd),
+            Some(NvmOpcode::DatasetManagement) if supported(OptionalCommand::DatasetManagement) => {
+                self.dataset_management(cmd, data)
+            }
+            _ => Done::err(Status::INVALID_COMMAND_OPCODE),
+        }
+    }
+
+    /// The namespace an I/O command addresses: active, or Invalid Namespace or Format
+    /// (§6.1, Figure 128). NSID 0, FFFFFFFFh and NSIDs above NN are never namespaces.
+    fn io_target(&self, nsid: u32) -> Result<Target, Status> {
+        if self.is_active(nsid) {
+            return Ok(Target::Namespace(nsid));
+        }
+        if self.quirks.has(Quirk::InactiveNamespaceIoAccepted) && self.is_valid_nsid(nsid) {
+            // Quirk: I/O to an inactive NSID succeeds (§6.1 / Figure 128 broken).
+            return Ok(match self.namespace(nsid) {
+                Some(_) => Target::Namespace(nsid),
+                None => Target::Nothing,
+            });
+        }
+        Err(Status::INVALID_NAMESPACE_OR_FORMAT)
+    }
+
+    /// Checks a transfer of `bytes` against MDTS (Figure 247: a larger command is
+    /// aborted with Invalid Field in Command).
+    fn check_mdts(&self, bytes: u64) -> Result<(), Status> {
+        match self.max_transfer_bytes() {
+            Some(max) if bytes > max && !self.quirks.has(Quirk::MdtsNotEnforced) => Err(Status::INVALID_FIELD),
+            // Quirk `mdts-not-enforced`: the limit is advertised but not applied.
+            _ => Ok(()),
+        }
+    }
+
+    /// Flush (§6.8). NSID FFFFFFFFh flushes every attached namespace on 1.4, whose VWC
+    /// bits 2:1 report 11b; on earlier versions it is not a namespace.
+    fn flush(&mut self, cmd: &Command) -> Done {
+        if cmd.nsid == NSID_ALL && self.version() >= Version::V1_4 {
+            return Done::ok();
+        }
+        match self.io_target(cmd.nsid) {
+            // The media is the simulator's memory: nothing volatile is left to write back.
+            Ok(_) => Done::ok(),
+            Err(s) => Done::err(s),
+        }
+    }
+
+    /// The checks Read, Write and Compare share: namespace, MDTS, LBA range. Returns the
+    /// namespace (or nothing to do) and the block count.
+    fn rw_checks(&self, cmd: &Command) -> Result<(Target, u64, bool), Status> {
+        let target = self.io_target(cmd.nsid)?;
+        let nlb = cmd.nlb() as u64 + 1;
+        let Target::Namespace(nsid) = target else {
+            return Ok((Target::Nothing, nlb, false));
+        };
+        let Some(ns) = self.namespace(nsid) else { return Err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        self.check_mdts(nlb * ns.format.host_block_size())?;
+        if !ns.contains(cmd.slba(), nlb) {
+            if self.quirks.has(Quirk::LbaPastNszeAccepted) {
+                // Quirk: a range reaching past NSZE succeeds (Figure 128 LBA Out of Range broken).
+                return Ok((target, nlb, true));
+            }
+            return Err(Status::LBA_OUT_OF_RANGE);
+        }
+        Ok((target, nlb, false))
+    }
+
+    /// Read (§6.9).
+    fn read(&mut self, cmd: &Command, data: &dyn DataPointer) -> Done {
+        let (target, nlb, past_end) = match self.rw_checks(cmd) {
+            Ok(t) => t,
+            Err(s) => return Done::err(s),
+        };
+        let Target::Namespace(nsid) = target else { return Done::ok() };
+        let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        let slba = cmd.slba();
+        let len = nlb * ns.format.host_block_size();
+        if past_end {
+            // Quirk `lba-past-nsze-accepted`: the whole read returns zeroes.
+            return match zero_host(data, len) {
+                Ok(()) => Done::ok(),
+                Err(s) => Done::err(s),
+            };
+        }
+        if ns.any_uncorrectable(slba, nlb) {
+            self.health.media_errors += 1;
+            return Done::err(Status::UNRECOVERED_READ_ERROR);
+        }
+        let mut result = media_to_host(ns, slba, len, data);
+        if result.is_ok() && separate_metadata(ns) {
+            result = metadata_to_host(ns, slba, nlb, data.dma(), cmd.mptr);
+        }
+        match result {
+            Ok(()) => {
+                self.health.bytes_read += (nlb * ns.format.data_size as u64) as u128;
+                self.health.host_read_commands += 1;
+                Done::ok()
+            }
+            Err(s) => Done::err(s),
+        }
+    }
+
+    /// Write (§6.15). FUA (CDW12 bit 30) needs nothing more: the media is never volatile.
+    fn write(&mut self, cmd: &Command, data: &dyn DataPointer) -> Done {
+        let _fua = LbaFields::from_command(cmd).fua;
+        let (target, nlb, past_end) = match self.rw_checks(cmd) {
+            Ok(t) => t,
+            Err(s) => return Done::err(s),
+        };
+        let Target::Namespace(nsid) = target else { return Done::ok() };
+        if past_end {
+            // Quirk `lba-past-nsze-accepted`: the write is dropped.
+            return Done::ok();
+        }
+        let slba = cmd.slba();
+        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        let len = nlb * ns.format.host_block_size();
+        let mut result = host_to_media(ns, slba, len, data);
+        if result.is_ok() && separate_metadata(ns) {
+            result = host_to_metadata(ns, slba, nlb, data.dma(), cmd.mptr);
+        }
+        if let Err(s) = result {
+            return Done::err(s);
+        }
+        ns.mark_written(slba, nlb);
+        let data_bytes = nlb * ns.format.data_size as u64;
+        if self.quirks.has(Quirk::NamespaceWriteLeak) {
+            self.leak_write(nsid, slba, nlb);
+        }
+        self.health.bytes_written += data_bytes as u128;
+        self.health.host_write_commands += 1;
+        Done::ok()
+    }
+
+    /// Quirk `namespace-write-leak`: the blocks just written to `nsid` are also written at
+    /// the same LBAs of the next active namespace (§6.1 namespace independence broken).
+    fn leak_write(&mut self, nsid: u32, slba: u64, nlb: u64) {
+        let Some(next) = self.active_nsids().into_iter().find(|n| *n > nsid) else { return };
+        let (Some(src), Some(dst)) = (nsid.checked_sub(1), next.checked_sub(1)) else { return };
+        let (low, high) = self.namespaces.split_at_mut(dst as usize);
+        let (Some(Some(from)), Some(Some(to))) = (low.get(src as usize), high.first_mut()) else { return };
+        let size = from.format.data_size.min(to.format.data_size) as u64;
+        let nlb = nlb.min(to.nsze.saturating_sub(slba));
+        for lba in slba..slba + nlb {
+            let (src_off, dst_off) = (lba * from.lba_stride, lba * to.lba_stride);
+            let mut at = dst_off;
+            let copied = from.media(Region::Data).read_runs(src_off, size, &mut |run| -> Result<(), OutOfMedia> {
+                let n = match run {
+                    Run::Bytes(b) => to.media_mut(Region::Data).write(at, b).map(|_| b.len()),
+                    Run::Fill(byte, n) => to.media_mut(Region::Data).fill(at, n as u64, byte).map(|_| n),
+                }?;
+                at += n as u64;
+                Ok(())
+            });
+            if !matches!(copied, Ok(Ok(()))) {
+                return;
+            }
+            to.mark_written(lba, 1);
+        }
+    }
+
+    /// Compare (§6.5): Compare Failure when any byte of data or metadata differs.
+    fn compare(&mut self, cmd: &Command, data: &dyn DataPointer) -> Done {
+        let (target, nlb, past_end) = match self.rw_checks(cmd) {
+            Ok(t) => t,
+            Err(s) => return Done::err(s),
+        };
+        let Target::Namespace(nsid) = target else { return Done::ok() };
+        if past_end {
+            return Done::ok();
+        }
+        let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        let slba = cmd.slba();
+        if ns.any_uncorrectable(slba, nlb) {
+            self.health.media_errors += 1;
+            return Done::err(Status::UNRECOVERED_READ_ERROR);
+        }
+        let len = nlb * ns.format.host_block_size();
+        let mut same = compare_host(ns, slba, len, data);
+        if matches!(same, Ok(true)) && separate_metadata(ns) {
+            same = compare_metadata(ns, slba, nlb, data.dma(), cmd.mptr);
+        }
+        match same {
+            Ok(equal) => {
+                self.health.bytes_read += (nlb * ns.format.data_size as u64) as u128;
+                self.health.host_read_commands += 1;
+                if equal || self.quirks.has(Quirk::CompareAlwaysSucceeds) {
+                    // Quirk `compare-always-succeeds`: a mismatch is not reported (§6.5 broken).
+                    Done::ok()
+                } else {
+                    Done::err(Status::COMPARE_FAILURE)
+                }
+            }
+            Err(s) => Done::err(s),
+        }
+    }
+
+    /// Write Uncorrectable (§6.14): the blocks read back with Unrecovered Read Error
+    /// until written again.
+    fn write_uncorrectable(&mut self, cmd: &Command) -> Done {
+        let nsid = match self.io_target(cmd.nsid) {
+            Ok(Target::Namespace(nsid)) => nsid,
+            Ok(Target::Nothing) => return Done::ok(),
+            Err(s) => return Done::err(s),
+        };
+        let nlb = cmd.nlb() as u64 + 1;
+        let slba = cmd.slba();
+        let lba_quirk = self.quirks.has(Quirk::LbaPastNszeAccepted);
+        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        if !ns.contains(slba, nlb) {
+            return if lba_quirk { Done::ok() } else { Done::err(Status::LBA_OUT_OF_RANGE) };
+        }
+        ns.mark_uncorrectable(slba, nlb);
+        self.health.host_write_commands += 1;
+        Done::ok()
+    }
+
+    /// Write Zeroes (§6.16): the blocks read back as zeroes. With DEAC (CDW12 bit 25,
+    /// NVMe 1.3 and later; DLFEAT bit 3) and a read behaviour of zeroes, they are
+    /// deallocated instead of written.
+    fn write_zeroes(&mut self, cmd: &Command) -> Done {
+        let nsid = match self.io_target(cmd.nsid) {
+            Ok(Target::Namespace(nsid)) => nsid,
+            Ok(Target::Nothing) => return Done::ok(),
+            Err(s) => return Done::err(s),
+        };
+        let nlb = cmd.nlb() as u64 + 1;
+        let slba = cmd.slba();
+        let deac = self.version() >= Version::V1_3 && LbaFields::from_command(cmd).deac && self.fill_byte() == 0;
+        let lba_quirk = self.quirks.has(Quirk::LbaPastNszeAccepted);
+        let ignored = self.quirks.has(Quirk::WriteZeroesIgnored);
+        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        if !ns.contains(slba, nlb) {
+            return if lba_quirk { Done::ok() } else { Done::err(Status::LBA_OUT_OF_RANGE) };
+        }
+        if ignored {
+            // Quirk `write-zeroes-ignored`: success, data left in place (§6.16 broken).
+            return Done::ok();
+        }
+        let result = if deac {
+            ns.deallocate(slba, nlb, false)
+        } else {
+            ns.fill_blocks(slba, nlb, 0).map(|_| ns.mark_written(slba, nlb))
+        };
+        match result {
+            Ok(()) => {
+                self.health.host_write_commands += 1;
+                Done::ok()
+            }
+            Err(_) => Done::err(Status::INTERNAL_ERROR),
+        }
+    }
+
+    /// Dataset Management (§6.7): up to 256 ranges; with the Deallocate attribute (AD)
+    /// every range is deallocated, and if any range reaches past NSZE the command is LBA
+    /// Out of Range and nothing is deallocated.
+    fn dataset_management(&mut self, cmd: &Command, data: &dyn DataPointer) -> Done {
+        let nsid = match self.io_target(cmd.nsid) {
+            Ok(Target::Namespace(nsid)) => nsid,
+            Ok(Target::Nothing) => return Done::ok(),
+            Err(s) => return Done::err(s),
+        };
+        let dsm = DsmFields::from_command(cmd);
+        let count = dsm.nr_ranges as usize;
+        let bytes = match data.from_host(count * size_of::<DsmRange>()) {
+            Ok(b) => b,
+            Err(s) => return Done::err(s),
+        };
+        let Ok(ranges) = DsmRange::parse_list(&bytes, count) else { return Done::err(Status::INTERNAL_ERROR) };
+        if !dsm.attributes.ad() {
+            // Integral Dataset Read/Write hints only: nothing to do.
+            return Done::ok();
+        }
+        let past_ok = self.quirks.has(Quirk::DsmRangePastNszeAccepted);
+        let first_only = self.quirks.has(Quirk::DsmFirstRangeOnly);
+        let wipe_next = self.quirks.has(Quirk::DeallocateWipesNeighbour);
+        let keep_data = self.quirks.has(Quirk::StaleAfterDeallocate);
+        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        if !past_ok && ranges.iter().any(|r| !ns.contains(r.slba, r.length as u64)) {
+            return Done::err(Status::LBA_OUT_OF_RANGE);
+        }
+        // Quirk `dsm-range-past-nsze-accepted`: out-of-range parts are ignored, the rest
+        // deallocated (§6.7 broken). `deallocate` clamps to NSZE.
+        let take = if first_only { 1 } else { ranges.len() };
+        // Quirk `dsm-first-range-only`: only the first range is deallocated (§6.7.1.1 broken).
+        for r in ranges.iter().take(take) {
+            if r.slba >= ns.nsze {
+                continue;
+            }
+            // Quirk `deallocate-wipes-neighbour`: one block more than asked (§6.7.1.1 broken).
+            let nlb = r.length as u64 + wipe_next as u64;
+            // Quirk `stale-after-deallocate`: the old data stays readable (DLFEAT broken).
+            if ns.deallocate(r.slba, nlb, keep_data).is_err() {
+                return Done::err(Status::INTERNAL_ERROR);
+            }
+        }
+        Done::ok()
+    }
+}
+
+/// Whether the namespace's format moves metadata in a separate buffer at MPTR.
+fn separate_metadata(ns: &Namespace) -> bool {
+    ns.format.ms > 0 && !ns.format.extended
+}
+
+fn dma_error<T>(_: T) -> Status {
+    Status::DATA_TRANSFER_ERROR
+}
+
+/// Walks the host data stream of a transfer: for each host memory segment, each piece
+/// of it that lies contiguously on one media region. `visit(region, media offset, host
+/// address, length)`.
+fn walk(
+    layout: Layout,
+    slba: u64,
+    len: u64,
+    data: &dyn DataPointer,
+    visit: &mut dyn FnMut(Region, u64, u64, u64) -> Result<(), Status>,
+) -> Result<(), Status> {
+    let mut x = 0u64;
+    let mut failed = None;
+    data.segments(len as usize, &mut |addr, seg| {
+        let mut addr = addr;
+        let mut left = seg as u64;
+        while left > 0 && failed.is_none() {
+            let (region, offset, run) = layout.locate(slba, x);
+            let n = run.min(left);
+            if let Err(s) = visit(region, offset, addr, n) {
+                failed = Some(s);
+            }
+            x += n;
+            addr += n;
+            left -= n;
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
+}
+
+/// Media → host memory.
+fn media_to_host(ns: &Namespace, slba: u64, len: u64, data: &dyn DataPointer) -> Result<(), Status> {
+    let dma = data.dma();
+    walk(ns.layout(), slba, len, data, &mut |region, offset, addr, n| copy_out(ns, region, offset, dma, addr, n))
+}
+
+fn copy_out(ns: &Namespace, region: Region, offset: u64, dma: &DmaRegion, addr: u64, n: u64) -> Result<(), Status> {
+    let mut at = addr;
+    let copied = ns.media(region).read_runs(offset, n, &mut |run| match run {
+        Run::Bytes(b) => {
+            dma.write(at, b).map_err(dma_error)?;
+            at += b.len() as u64;
+            Ok(())
+        }
+        Run::Fill(byte, len) => {
+            dma.fill(at, len, byte).map_err(dma_error)?;
+            at += len as u64;
+            Ok(())
+        }
+    });
+    copied.map_err(|_| Status::INTERNAL_ERROR)?
+}
+
+/// Host memory → media.
+fn host_to_media(ns: &mut Namespace, slba: u64, len: u64, data: &dyn DataPointer) -> Result<(), Status> {
+    let dma = data.dma();
+    walk(ns.layout(), slba, len, data, &mut |region, offset, addr, n| copy_in(ns, region, offset, dma, addr, n))
+}
+
+fn copy_in(ns: &mut Namespace, region: Region, offset: u64, dma: &DmaRegion, addr: u64, n: u64) -> Result<(), Status> {
+    let mut at = addr;
+    let copied = ns.media_mut(region).write_runs(offset, n, &mut |dst| {
+        dma.read(at, dst).map_err(dma_error)?;
+        at += dst.len() as u64;
+        Ok(())
+    });
+    copied.map_err(|_| Status::INTERNAL_ERROR)?
+}
+
+/// Compares the host data stream with the media: `Ok(false)` on the first difference.
+fn compare_host(ns: &Namespace, slba: u64, len: u64, data: &dyn DataPointer) -> Result<bool, Status> {
+    let dma = data.dma();
+    let mut equal = true;
+    walk(ns.layout(), slba, len, data, &mut |region, offset, addr, n| {
+        if equal {
+            equal = compare_piece(ns, region, offset, dma, addr, n)?;
+        }
+        Ok(())
+    })?;
+    Ok(equal)
+}
+
+fn compare_piece(
+    ns: &Namespace,
+    region: Region,
+    offset: u64,
+    dma: &DmaRegion,
+    addr: u64,
+    n: u64,
+) -> Result<bool, Status> {
+    let mut at = addr;
+    let mut equal = true;
+    let compared = ns.media(region).read_runs(offset, n, &mut |run| {
+        let (len, same) = match run {
+            Run::Bytes(b) => (b.len(), dma.with_slice(at, b.len(), |h| h == b).map_err(dma_error)?),
+            Run::Fill(byte, len) => {
+                (len, dma.with_slice(at, len, |h| h.iter().all(|x| *x == byte)).map_err(dma_error)?)
+            }
+        };
+        equal &= same;
+        at += len as u64;
+        Ok(())
+    });
+    compared.map_err(|_| Status::INTERNAL_ERROR)??;
+    Ok(equal)
+}
+
+/// The separate metadata buffer: `nlb × MS` contiguous bytes at MPTR (§4.5).
+fn metadata_span(ns: &Namespace, slba: u64, nlb: u64) -> (u64, u64) {
+    let ms = ns.format.ms as u64;
+    (slba * ms, nlb * ms)
+}
+
+fn metadata_to_host(ns: &Namespace, slba: u64, nlb: u64, dma: &DmaRegion, mptr: u64) -> Result<(), Status> {
+    let (offset, len) = metadata_span(ns, slba, nlb);
+    copy_out(ns, Region::Metadata, offset, dma, mptr, len)
+}
+
+fn host_to_metadata(ns: &mut Namespace, slba: u64, nlb: u64, dma: &DmaRegion, mptr: u64) -> Result<(), Status> {
+    let (offset, len) = metadata_span(ns, slba, nlb);
+    copy_in(ns, Region::Metadata, offset, dma, mptr, len)
+}
+
+fn compare_metadata(ns: &Namespace, slba: u64, nlb: u64, dma: &DmaRegion, mptr: u64) -> Result<bool, Status> {
+    let (offset, len) = metadata_span(ns, slba, nlb);
+    compare_piece(ns, Region::Metadata, offset, dma, mptr, len)
+}
+
+/// Fills the host buffer of a transfer with zeroes.
+fn zero_host(data: &dyn DataPointer, len: u64) -> Result<(), Status> {
+    let dma = data.dma();
+    let mut failed = None;
+    data.segments(len as usize, &mut |addr, n| {
+        if failed.is_none() {
+            failed = dma.fill(addr, n, 0).err().map(dma_error);
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
+}

@@ -1,0 +1,276 @@
+//! Namespace Management (admin 0Dh, NVMe 1.4 §5.20), Namespace Attachment (admin 15h,
+//! §5.19) and Format NVM (admin 80h, §5.23): creating, deleting, attaching, detaching
+//! and formatting namespaces, with the statuses those sections assign, and the
+//! Namespace Attribute Changed notices they cause (§8.11).
+//!
+//! Every check runs before anything changes: a command that fails leaves the subsystem
+//! as it was.
+
+use super::{Quirk, Subsystem, NSID_ALL};
+use crate::exec::{ControllerContext, DataPointer, Done};
+use nvme::spec::identify::{ControllerList, IdentifyNamespace};
+use nvme::spec::namespace::{FormatNvm, NamespaceAttachmentSel, NamespaceManagementSel, SecureErase};
+use nvme::spec::{Command, Status};
+use zerocopy::FromBytes;
+
+/// Size of the data buffer of Namespace Management create and Namespace Attachment.
+const DATA_SIZE: usize = 4096;
+
+impl Subsystem {
+    /// Namespace Management (§5.20): create (SEL 0h) or delete (SEL 1h).
+    pub(super) fn namespace_management(
+        &mut self,
+        ctx: &mut ControllerContext,
+        cmd: &Command,
+        data: &dyn DataPointer,
+    ) -> Done {
+        match NamespaceManagementSel::from(cmd) {
+            NamespaceManagementSel::Create => match self.create_namespace(data) {
+                Ok(nsid) => Done::ok_with(nsid),
+                Err(s) => Done::err(s),
+            },
+            NamespaceManagementSel::Delete => match self.delete_namespace(ctx, cmd.nsid) {
+                Ok(()) => Done::ok(),
+                Err(s) => Done::err(s),
+            },
+            NamespaceManagementSel::Reserved(_) => Done::err(Status::INVALID_FIELD),
+        }
+    }
+
+    /// Create: the host-specified fields of an Identify Namespace structure (NSZE, NCAP,
+    /// FLBAS, DPS, NMIC) describe the namespace. Returns the NSID allocated; the new
+    /// namespace is attached to no controller.
+    fn create_namespace(&mut self, data: &dyn DataPointer) -> Result<u32, Status> {
+        let bytes = data.from_host(DATA_SIZE)?;
+        let spec = IdentifyNamespace::read_from_bytes(&bytes).map_err(|_| Status::INTERNAL_ERROR)?;
+        let nlbaf = self.profile.lba_formats.len() as u8 - 1;
+        let mut index = spec.flbas_index();
+        if index > nlbaf {
+            return Err(Status::INVALID_FORMAT);
+        }
+        // No end-to-end protection (DPC is 0): any protection type is a format we lack.
+        if spec.dps.pit() != 0 {
+            return Err(Status::INVALID_FORMAT);
+        }
+        // One controller (CMIC bit 1 clear): a shared namespace cannot be created.
+        if spec.nmic.shared() {
+            return Err(Status::INVALID_FIELD);
+        }
+        if spec.nsze == 0 || spec.ncap > spec.nsze {
+            return Err(Status::INVALID_FIELD);
+        }
+        // NSFEAT.THINP is clear: NCAP must equal NSZE.
+        if spec.ncap < spec.nsze {
+            return Err(Status::THIN_PROVISIONING_NOT_SUPPORTED);
+        }
+        if self.quirks.has(Quirk::LbafWrongSize) && self.profile.lba_formats[index as usize].lbads == 4096 {
+            // Quirk: a 4096-byte format request gets a 512-byte format (§5.20 FLBAS broken).
+            let ms = self.profile.lba_formats[index as usize].ms;
+            let formats = &self.profile.lba_formats;
+            let small = formats.iter().position(|f| f.lbads == 512 && f.ms == ms);
+            if let Some(i) = small.or_else(|| formats.iter().position(|f| f.lbads == 512)) {
+                index = i as u8;
+            }
+        }
+        let data_size = self.profile.lba_formats[index as usize].lbads as u128;
+        let Some(slot) = self.namespaces.iter().position(|n| n.is_none()) else {
+            if self.quirks.has(Quirk::NsidExhaustionInternalError) {
+                // Quirk: Internal Error instead of Namespace Identifier Unavailable (Figure 268 broken).
+                return Err(Status::INTERNAL_ERROR);
+            }
+            return Err(Status::NAMESPACE_ID_UNAVAILABLE);
+        };
+        let needed = spec.nsze as u128 * data_size;
+        if needed > self.unallocated_bytes() {
+            // Quirk `create-beyond-capacity`: up to twice TNVMCAP is handed out (§5.20 broken).
+            let overcommit = 2 * self.profile.capacity_bytes as u128;
+            if !self.quirks.has(Quirk::CreateBeyondCapacity) || self.allocated_bytes() + needed > overcommit {
+                return Err(Status::NAMESPACE_INSUFFICIENT_CAPACITY);
+            }
+        }
+        let nsid = slot as u32 + 1;
+        let ns = self.make_namespace(nsid, index, spec.extended_metadata(), spec.nsze);
+        self.namespaces[slot] = Some(ns);
+        Ok(nsid)
+    }
+
+    /// Delete: the namespace `nsid`, or every allocated namespace for FFFFFFFFh. A
+    /// namespace attached to this controller is detached first, which it is told of.
+    fn delete_namespace(&mut self, ctx: &mut ControllerContext, nsid: u32) -> Result<(), Status> {
+        let victims: Vec<u32> = if nsid == NSID_ALL {
+            self.allocated_nsids()
+        } else if !self.is_valid_nsid(nsid) {
+            return Err(Status::INVALID_NAMESPACE_OR_FORMAT);
+        } else if self.namespace(nsid).is_some() {
+            vec![nsid]
+        } else if self.quirks.has(Quirk::DeleteUnallocatedSucceeds) {
+            // Quirk: deleting an unallocated NSID succeeds (§5.20 Invalid Field broken).
+            return Ok(());
+        } else {
+            return Err(Status::INVALID_FIELD);
+        };
+        for nsid in victims {
+            let was_active = self.is_active(nsid);
+            if let Some(slot) = self.namespaces.get_mut(nsid as usize - 1) {
+                *slot = None;
+            }
+            if was_active {
+                self.namespace_changed(&mut ctx.events, nsid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Namespace Attachment (§5.19): attach (SEL 0h) or detach (SEL 1h) the namespace
+    /// to or from the controllers of a Controller List.
+    pub(super) fn namespace_attachment(
+        &mut self,
+        ctx: &mut ControllerContext,
+        cmd: &Command,
+        data: &dyn DataPointer,
+    ) -> Done {
+        match self.attachment(ctx, cmd, data) {
+            Ok(()) => Done::ok(),
+            Err(s) => Done::err(s),
+        }
+    }
+
+    fn attachment(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Result<(), Status> {
+        let attach = match NamespaceAttachmentSel::from(cmd) {
+            NamespaceAttachmentSel::Attach => true,
+            NamespaceAttachmentSel::Detach => false,
+            NamespaceAttachmentSel::Reserved(_) => return Err(Status::INVALID_FIELD),
+        };
+        let nsid = cmd.nsid;
+        if nsid == NSID_ALL {
+            return Err(Status::INVALID_FIELD);
+        }
+        if !self.is_valid_nsid(nsid) {
+            return Err(Status::INVALID_NAMESPACE_OR_FORMAT);
+        }
+        if self.namespace(nsid).is_none() {
+            return Err(Status::INVALID_FIELD);
+        }
+        let bytes = data.from_host(DATA_SIZE)?;
+        let list = ControllerList::read_from_bytes(&bytes).map_err(|_| Status::INTERNAL_ERROR)?;
+        let ids = self.controller_list(&list)?;
+        let known = self.controller_ids();
+        let Some(ns) = self.namespace(nsid) else { return Err(Status::INVALID_FIELD) };
+        // Every check first, then the change.
+        let mut changes = Vec::new();
+        for id in &ids {
+            let attached = ns.is_attached_to(*id);
+            if attach {
+                if attached {
+                    if self.quirks.has(Quirk::AttachTwiceSucceeds) {
+                        // Quirk: attaching an attached namespace succeeds (Figure 267 broken).
+                        continue;
+                    }
+                    return Err(Status::NAMESPACE_ALREADY_ATTACHED);
+                }
+                // NMIC bit 0 is clear on every namespace: it is private to one controller.
+                if !ns.attached.is_empty() || ids.len() > 1 {
+                    return Err(Status::NAMESPACE_IS_PRIVATE);
+                }
+            } else if !attached {
+                if self.quirks.has(Quirk::DetachUnattachedSucceeds) {
+                    // Quirk: detaching a detached namespace succeeds (Figure 267 broken).
+                    continue;
+                }
+                return Err(Status::NAMESPACE_NOT_ATTACHED);
+            }
+            changes.push(*id);
+        }
+        let Some(ns) = self.namespace_mut(nsid) else { return Err(Status::INVALID_FIELD) };
+        for id in &changes {
+            if attach {
+                ns.attached.push(*id);
+            } else {
+                ns.attached.retain(|c| c != id);
+            }
+        }
+        let this = self.controller.cntlid;
+        if changes.contains(&this) && known.contains(&this) {
+            self.namespace_changed(&mut ctx.events, nsid);
+        }
+        Ok(())
+    }
+
+    /// The controllers a Controller List names: at least one, at most 2047, no repeats,
+    /// each a controller of this subsystem — else Controller List Invalid.
+    fn controller_list(&self, list: &ControllerList) -> Result<Vec<u16>, Status> {
+        if list.numid == 0 || list.numid as usize > ControllerList::MAX {
+            return Err(Status::CONTROLLER_LIST_INVALID);
+        }
+        let ids: Vec<u16> = list.ids().collect();
+        let known = self.controller_ids();
+        for (i, id) in ids.iter().enumerate() {
+            if !known.contains(id) || ids[..i].contains(id) {
+                return Err(Status::CONTROLLER_LIST_INVALID);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Format NVM (§5.23): the namespace (or, for FFFFFFFFh, every attached namespace)
+    /// takes the LBA format and metadata setting asked for, keeps its capacity in bytes,
+    /// and every block is deallocated. Secure Erase Settings: none and User Data Erase;
+    /// Cryptographic Erase is not supported (FNA bit 2 clear).
+    pub(super) fn format_nvm(&mut self, ctx: &mut ControllerContext, cmd: &Command) -> Done {
+        match self.format_namespaces(ctx, cmd) {
+            Ok(()) => Done::ok(),
+            Err(s) => Done::err(s),
+        }
+    }
+
+    fn format_namespaces(&mut self, ctx: &mut ControllerContext, cmd: &Command) -> Result<(), Status> {
+        let settings = FormatNvm::from_command(cmd);
+        let targets = if cmd.nsid == NSID_ALL {
+            self.active_nsids()
+        } else if self.is_active(cmd.nsid) {
+            vec![cmd.nsid]
+        } else {
+            return Err(Status::INVALID_NAMESPACE_OR_FORMAT);
+        };
+        let nlbaf = self.profile.lba_formats.len() as u8 - 1;
+        if settings.lbaf() > nlbaf {
+            if self.quirks.has(Quirk::FormatInvalidLbafAccepted) {
+                // Quirk: an LBAF beyond NLBAF succeeds and changes nothing (Figure 273 broken).
+                return Ok(());
+            }
+            return Err(Status::INVALID_FORMAT);
+        }
+        // No end-to-end protection information (DPC is 0).
+        if settings.pi() != 0 {
+            return Err(Status::INVALID_FORMAT);
+        }
+        match settings.ses() {
+            SecureErase::None | SecureErase::UserData => {}
+            SecureErase::Cryptographic | SecureErase::Reserved(_) => return Err(Status::INVALID_FIELD),
+        }
+        if self.quirks.has(Quirk::FormatIgnored) {
+            // Quirk: success without formatting (§5.23 broken).
+            return Ok(());
+        }
+        let format = self.resolve_format(settings.lbaf(), settings.mset());
+        let stride = self.lba_stride(format.data_size);
+        let fill = self.fill_byte();
+        // A namespace too small for one block of the new size cannot take the format.
+        for nsid in &targets {
+            if self.namespace(*nsid).is_some_and(|ns| ns.capacity_bytes() < format.data_size as u128) {
+                return Err(Status::INVALID_FORMAT);
+            }
+        }
+        for nsid in targets {
+            let Some(ns) = self.namespace_mut(nsid) else { continue };
+            let bytes = ns.capacity_bytes();
+            let nsze = (bytes / format.data_size as u128) as u64;
+            let changed = ns.format != format || ns.nsze != nsze;
+            ns.reformat(format, nsze, stride, fill);
+            if changed {
+                self.namespace_changed(&mut ctx.events, nsid);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,309 @@
+//! The simulated NVM subsystem: namespaces on sparse media and the admin and NVM
+//! commands that act on them (NVMe 1.4 §5 "Admin Command Set", §6 "NVM Command Set").
+//!
+//! [`Subsystem`] implements [`CommandSet`] for the queue engine: Identify, Get Log Page,
+//! Get/Set Features, Namespace Management and Attachment, Format NVM, and the NVM
+//! commands. Everything it advertises it implements; everything it does not implement
+//! is refused with the status the spec assigns. A profile ([`crate::profile`]) says what
+//! the drive is; its quirks ([`Quirk`]) make it break one named rule each.
+//!
+//! - [`media`]: sparse byte store; [`namespace`]: LBAs, formats, allocation state.
+//! - [`identify`], [`log`], [`features`], [`manage`]: the admin commands.
+//! - [`io`]: the NVM commands and the data path.
+//! - [`testing`]: a host-memory data pointer for tests without the queue engine.
+
+pub mod features;
+pub mod identify;
+pub mod io;
+pub mod log;
+pub mod manage;
+pub mod media;
+pub mod namespace;
+pub mod quirk;
+pub mod testing;
+
+pub use quirk::{Quirk, Quirks};
+
+use crate::exec::{CommandSet, ControllerContext, DataPointer, Done};
+use crate::profile::{OptionalCommand, Profile};
+use namespace::{Format, Namespace};
+use nvme::spec::{AdminOpcode, Command, Status, Version};
+
+/// NSID FFFFFFFFh: the broadcast value ("all namespaces" / common capabilities).
+pub const NSID_ALL: u32 = 0xFFFF_FFFF;
+
+/// What the subsystem keeps per controller: feature values, the Changed Namespace List,
+/// the error log.
+#[derive(Debug)]
+pub struct ControllerState {
+    pub cntlid: u16,
+    pub features: features::Features,
+    pub changed: log::ChangedNamespaces,
+    pub errors: log::ErrorLog,
+}
+
+/// Counters behind the SMART / Health Information log page (Figure 196).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Health {
+    /// Bytes of user data read by Read and Compare (metadata excluded).
+    pub bytes_read: u128,
+    /// Bytes of user data written by Write.
+    pub bytes_written: u128,
+    /// Read and Compare commands completed.
+    pub host_read_commands: u128,
+    /// Write, Write Uncorrectable and Write Zeroes commands completed.
+    pub host_write_commands: u128,
+    /// Unrecovered data integrity errors reported (Unrecovered Read Error).
+    pub media_errors: u128,
+}
+
+/// A simulated NVM subsystem with one controller.
+pub struct Subsystem {
+    profile: Profile,
+    quirks: Quirks,
+    /// Indexed by NSID − 1; `None` is an unallocated NSID. Length is the NN the
+    /// subsystem really supports (the profile's `max_namespaces`).
+    namespaces: Vec<Option<Namespace>>,
+    controller: ControllerState,
+    /// Bumped for every namespace created, so NGUID and EUI64 are never reused.
+    next_uid: u64,
+    health: Health,
+}
+
+/// Why a subsystem could not be built from a profile.
+#[derive(Debug, thiserror::Error)]
+#[error("profile `{profile}`: {message}")]
+pub struct BuildError {
+    pub profile: String,
+    pub message: String,
+}
+
+impl Subsystem {
+    /// A freshly powered subsystem as the profile describes it, with its initial namespaces.
+    pub fn new(profile: Profile) -> Result<Subsystem, BuildError> {
+        let refuse = |message: &str| Err(BuildError { profile: profile.name.clone(), message: message.to_string() });
+        if profile.lba_formats.is_empty() || profile.lba_formats.len() > 16 {
+            return refuse("the LBA format table needs 1 to 16 formats");
+        }
+        if profile.max_namespaces == 0 || profile.namespaces.len() > profile.max_namespaces as usize {
+            return refuse("max_namespaces must be at least 1 and cover the initial namespaces");
+        }
+        if profile.controller.max_io_queues == 0 || profile.controller.max_io_queues == 0xFFFF {
+            return refuse("max_io_queues must be 1 to 65534");
+        }
+        let quirks = Quirks::new(&profile.quirks);
+        let nn = profile.max_namespaces as usize;
+        let mut namespaces = Vec::new();
+        namespaces.resize_with(nn, || None);
+        let cntlid = profile.controller.cntlid;
+        let mut sub = Subsystem {
+            controller: ControllerState {
+                cntlid,
+                features: features::Features::new(&profile),
+                changed: log::ChangedNamespaces::default(),
+                errors: log::ErrorLog::default(),
+            },
+            profile,
+            quirks,
+            namespaces,
+            next_uid: 1,
+            health: Health::default(),
+        };
+        let initial = sub.profile.namespaces.clone();
+        for (i, ns) in initial.iter().enumerate() {
+            let index =
+                sub.profile.lba_formats.iter().position(|f| f.lbads == ns.lbads && f.ms == ns.ms).ok_or_else(|| {
+                    BuildError {
+                        profile: sub.profile.name.clone(),
+                        message: format!("namespace {} has no LBA format {}+{}", i + 1, ns.lbads, ns.ms),
+                    }
+                })?;
+            let nsid = i as u32 + 1;
+            let mut created = sub.make_namespace(nsid, index as u8, false, ns.blocks);
+            if ns.attached {
+                created.attached.push(cntlid);
+            }
+            sub.namespaces[i] = Some(created);
+        }
+        Ok(sub)
+    }
+
+    /// A subsystem for a shipped profile (for tests and the default target).
+    pub fn builtin(name: &str) -> Result<Subsystem, String> {
+        let profile = Profile::builtin(name).map_err(|e| e.to_string())?;
+        Subsystem::new(profile).map_err(|e| e.to_string())
+    }
+
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    pub fn quirks(&self) -> &Quirks {
+        &self.quirks
+    }
+
+    pub fn version(&self) -> Version {
+        self.profile.version
+    }
+
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    pub fn controller(&self) -> &ControllerState {
+        &self.controller
+    }
+
+    /// The allocated namespace `nsid`, attached or not.
+    pub fn namespace(&self, nsid: u32) -> Option<&Namespace> {
+        let index = (nsid as usize).checked_sub(1)?;
+        self.namespaces.get(index)?.as_ref()
+    }
+
+    fn namespace_mut(&mut self, nsid: u32) -> Option<&mut Namespace> {
+        let index = (nsid as usize).checked_sub(1)?;
+        self.namespaces.get_mut(index)?.as_mut()
+    }
+
+    /// The number of NSIDs the subsystem supports (valid NSIDs are 1..=this).
+    pub fn max_nsid(&self) -> u32 {
+        self.namespaces.len() as u32
+    }
+
+    /// Whether `nsid` is a valid NSID: 1 to NN (§6.1.2 "Valid and Invalid NSIDs").
+    pub fn is_valid_nsid(&self, nsid: u32) -> bool {
+        nsid >= 1 && nsid <= self.max_nsid()
+    }
+
+    /// Whether `nsid` is active on this controller: allocated and attached.
+    pub fn is_active(&self, nsid: u32) -> bool {
+        self.namespace(nsid).is_some_and(|ns| ns.is_attached_to(self.controller.cntlid))
+    }
+
+    /// The active NSIDs, increasing.
+    pub fn active_nsids(&self) -> Vec<u32> {
+        let cntlid = self.controller.cntlid;
+        self.namespaces.iter().flatten().filter(|ns| ns.is_attached_to(cntlid)).map(|ns| ns.nsid).collect()
+    }
+
+    /// The allocated NSIDs, increasing.
+    pub fn allocated_nsids(&self) -> Vec<u32> {
+        self.namespaces.iter().flatten().map(|ns| ns.nsid).collect()
+    }
+
+    /// The controllers of the subsystem (one).
+    pub fn controller_ids(&self) -> Vec<u16> {
+        vec![self.controller.cntlid]
+    }
+
+    /// Capacity taken by allocated namespaces, in bytes.
+    pub fn allocated_bytes(&self) -> u128 {
+        self.namespaces.iter().flatten().map(|ns| ns.capacity_bytes()).sum()
+    }
+
+    /// UNVMCAP: capacity not allocated to any namespace.
+    pub fn unallocated_bytes(&self) -> u128 {
+        (self.profile.capacity_bytes as u128).saturating_sub(self.allocated_bytes())
+    }
+
+    pub fn supports(&self, command: OptionalCommand) -> bool {
+        self.profile.supports(command)
+    }
+
+    /// The fill byte of deallocated blocks.
+    fn fill_byte(&self) -> u8 {
+        self.profile.dlfeat.fill_byte()
+    }
+
+    /// The media stride of one LBA for a format: its data size, except that under
+    /// `Quirk::Format4096Addresses512` a 4096-byte format advances 512 bytes per LBA.
+    fn lba_stride(&self, data_size: u32) -> u64 {
+        if self.quirks.has(Quirk::Format4096Addresses512) && data_size == 4096 {
+            // Quirk: LBA n of a 4096-byte namespace starts at byte n × 512 (§6.1, Figure 246 broken).
+            return 512;
+        }
+        data_size as u64
+    }
+
+    /// The resolved format for LBA format `index` (which the caller checked exists).
+    fn resolve_format(&self, index: u8, extended: bool) -> Format {
+        let f = self.profile.lba_formats.get(index as usize).copied().unwrap_or(self.profile.lba_formats[0]);
+        Format { index, data_size: f.lbads, ms: f.ms, extended: extended && f.ms > 0 }
+    }
+
+    /// A new, empty namespace with fresh unique identifiers.
+    fn make_namespace(&mut self, nsid: u32, format_index: u8, extended: bool, nsze: u64) -> Namespace {
+        let format = self.resolve_format(format_index, extended);
+        let (nguid, eui64) = self.unique_ids(self.next_uid);
+        self.next_uid += 1;
+        let mut ns = Namespace::new(nsid, format, nsze, self.fill_byte(), nguid, eui64);
+        ns.lba_stride = self.lba_stride(format.data_size);
+        ns
+    }
+
+    /// NGUID and EUI64 for the `uid`-th namespace created (§7.11 "Unique Identifier"):
+    /// the IEEE OUI, bits of the serial number, and the creation counter.
+    fn unique_ids(&self, uid: u64) -> ([u8; 16], [u8; 8]) {
+        let oui = self.profile.identity.ieee_oui.to_be_bytes();
+        let serial = fnv1a(self.profile.identity.serial.as_bytes()).to_be_bytes();
+        let count = uid.to_be_bytes();
+        let mut nguid = [0u8; 16];
+        // Vendor Specific Extension Identifier (bytes 0–7), OUI (8–10), Extension Identifier (11–15).
+        nguid[..8].copy_from_slice(&count);
+        nguid[8..11].copy_from_slice(&oui[1..4]);
+        nguid[11..16].copy_from_slice(&serial[3..8]);
+        let mut eui64 = [0u8; 8];
+        // OUI (bytes 0–2), then a 40-bit extension: 16 bits of the serial, 24 of the counter.
+        eui64[..3].copy_from_slice(&oui[1..4]);
+        eui64[3..5].copy_from_slice(&serial[6..8]);
+        eui64[5..8].copy_from_slice(&count[5..8]);
+        (nguid, eui64)
+    }
+
+    /// The largest transfer MDTS allows, in bytes (`None`: no limit). MDTS is in units of
+    /// the minimum memory page size, CAP.MPSMIN, which the simulated controller reports as 4 KiB.
+    pub fn max_transfer_bytes(&self) -> Option<u64> {
+        match self.profile.controller.mdts {
+            0 => None,
+            mdts => Some(4096u64 << mdts),
+        }
+    }
+
+    /// Records a failed command in the Error Information log.
+    fn record(&mut self, cmd: &Command, done: Done) -> Done {
+        if !done.status.is_success() {
+            self.controller.errors.record(cmd, done.status);
+        }
+        done
+    }
+}
+
+impl CommandSet for Subsystem {
+    fn admin(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
+        let done = match AdminOpcode::from_u8(cmd.opcode) {
+            Some(AdminOpcode::Identify) => self.identify(cmd, data),
+            Some(AdminOpcode::GetLogPage) => self.get_log_page(cmd, data),
+            Some(AdminOpcode::GetFeatures) => self.get_features(ctx, cmd, data),
+            Some(AdminOpcode::SetFeatures) => self.set_features(ctx, cmd, data),
+            Some(AdminOpcode::NamespaceManagement) if self.supports(OptionalCommand::NamespaceManagement) => {
+                self.namespace_management(ctx, cmd, data)
+            }
+            Some(AdminOpcode::NamespaceAttachment) if self.supports(OptionalCommand::NamespaceManagement) => {
+                self.namespace_attachment(ctx, cmd, data)
+            }
+            Some(AdminOpcode::FormatNvm) if self.supports(OptionalCommand::FormatNvm) => self.format_nvm(ctx, cmd),
+            _ => Done::err(Status::INVALID_COMMAND_OPCODE),
+        };
+        self.record(cmd, done)
+    }
+
+    fn io(&mut self, _ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
+        let done = self.nvm_command(cmd, data);
+        self.record(cmd, done)
+    }
+}
+
+/// FNV-1a: a small stable hash for deriving identifiers from the serial number.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01B3))
+}

@@ -1,0 +1,323 @@
+//! A namespace of the simulated subsystem: its size, LBA format, attachment, unique
+//! identifiers, and the media holding its blocks and their metadata (NVMe 1.4 §6.1
+//! "Namespaces", §8.11 "Namespace Management").
+//!
+//! This module owns the mapping from LBAs to media bytes and the per-block state the
+//! spec makes visible: whether a block is allocated (NUSE), and which blocks Write
+//! Uncorrectable marked. It checks nothing the host sends; the command code does.
+
+use super::media::{Media, OutOfMedia};
+use std::collections::BTreeMap;
+
+/// The LBA format a namespace is formatted with (Figure 246), resolved from the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Format {
+    /// Index in the LBA Format table (FLBAS bits 3:0).
+    pub index: u8,
+    /// LBA data size in bytes (2^LBADS).
+    pub data_size: u32,
+    /// MS: metadata bytes per block.
+    pub ms: u16,
+    /// FLBAS bit 4: metadata transferred at the end of each block's data (extended LBA);
+    /// otherwise in a separate buffer at MPTR.
+    pub extended: bool,
+}
+
+impl Format {
+    /// Bytes per block in the host data buffer.
+    pub fn host_block_size(&self) -> u64 {
+        if self.extended {
+            self.data_size as u64 + self.ms as u64
+        } else {
+            self.data_size as u64
+        }
+    }
+}
+
+/// Which media a piece of a transfer lives on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Region {
+    Data,
+    Metadata,
+}
+
+/// The mapping from a transfer's host data stream to media offsets (a copy, so the
+/// media can be written while it is consulted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub format: Format,
+    /// Media bytes from one LBA to the next.
+    pub stride: u64,
+}
+
+impl Layout {
+    /// Where byte `x` of the host data stream of a transfer starting at `slba` lives:
+    /// the region, the media offset, and how many bytes from there are contiguous.
+    ///
+    /// Without extended LBAs the stream is the blocks' data, back to back. With extended
+    /// LBAs each block's data is followed by its metadata (§8.2 "Metadata Handling").
+    pub fn locate(&self, slba: u64, x: u64) -> (Region, u64, u64) {
+        let f = &self.format;
+        let size = f.data_size as u64;
+        let ms = if f.extended { f.ms as u64 } else { 0 };
+        if ms == 0 && self.stride == size {
+            return (Region::Data, slba * size + x, u64::MAX);
+        }
+        let per = size + ms;
+        let (block, within) = (x / per, x % per);
+        if within < size {
+            (Region::Data, (slba + block) * self.stride + within, size - within)
+        } else {
+            (Region::Metadata, (slba + block) * f.ms as u64 + (within - size), per - within)
+        }
+    }
+}
+
+/// One allocated namespace.
+pub struct Namespace {
+    pub nsid: u32,
+    pub format: Format,
+    /// NSZE (and NCAP: no thin provisioning) in logical blocks.
+    pub nsze: u64,
+    /// Controllers this namespace is attached to (CNTLIDs).
+    pub attached: Vec<u16>,
+    pub nguid: [u8; 16],
+    pub eui64: [u8; 8],
+    /// Bytes of media from one LBA to the next. The LBA data size, except under
+    /// `Quirk::Format4096Addresses512`.
+    pub lba_stride: u64,
+    data: Media,
+    metadata: Media,
+    allocated: Bitmap,
+    /// Write Uncorrectable ranges: start LBA → end LBA (exclusive), disjoint.
+    uncorrectable: BTreeMap<u64, u64>,
+}
+
+impl Namespace {
+    /// A namespace whose blocks all read as `fill` (deallocated).
+    pub fn new(nsid: u32, format: Format, nsze: u64, fill: u8, nguid: [u8; 16], eui64: [u8; 8]) -> Namespace {
+        Namespace {
+            nsid,
+            format,
+            nsze,
+            attached: Vec::new(),
+            nguid,
+            eui64,
+            lba_stride: format.data_size as u64,
+            data: Media::new(nsze * format.data_size as u64, fill),
+            metadata: Media::new(nsze * format.ms as u64, fill),
+            allocated: Bitmap::new(nsze),
+            uncorrectable: BTreeMap::new(),
+        }
+    }
+
+    /// Capacity in bytes this namespace takes from the subsystem (NVMCAP).
+    pub fn capacity_bytes(&self) -> u128 {
+        self.nsze as u128 * self.format.data_size as u128
+    }
+
+    pub fn is_attached_to(&self, cntlid: u16) -> bool {
+        self.attached.contains(&cntlid)
+    }
+
+    /// NUSE: blocks currently allocated.
+    pub fn nuse(&self) -> u64 {
+        self.allocated.count()
+    }
+
+    /// Whether `nlb` blocks from `slba` lie inside the namespace.
+    pub fn contains(&self, slba: u64, nlb: u64) -> bool {
+        slba.checked_add(nlb).is_some_and(|end| end <= self.nsze)
+    }
+
+    pub fn media(&self, region: Region) -> &Media {
+        match region {
+            Region::Data => &self.data,
+            Region::Metadata => &self.metadata,
+        }
+    }
+
+    pub fn media_mut(&mut self, region: Region) -> &mut Media {
+        match region {
+            Region::Data => &mut self.data,
+            Region::Metadata => &mut self.metadata,
+        }
+    }
+
+    /// How this namespace's LBAs map onto its media.
+    pub fn layout(&self) -> Layout {
+        Layout { format: self.format, stride: self.lba_stride }
+    }
+
+    /// Marks blocks written by Write: allocated, and no longer uncorrectable.
+    pub fn mark_written(&mut self, slba: u64, nlb: u64) {
+        self.allocated.set_range(slba, nlb, true);
+        self.clear_uncorrectable(slba, nlb);
+    }
+
+    /// Deallocates blocks: they read as the fill byte (unless `keep_data`, which leaves
+    /// the old bytes in place) and no longer count in NUSE.
+    pub fn deallocate(&mut self, slba: u64, nlb: u64, keep_data: bool) -> Result<(), OutOfMedia> {
+        let nlb = nlb.min(self.nsze.saturating_sub(slba));
+        if nlb == 0 {
+            return Ok(());
+        }
+        self.allocated.set_range(slba, nlb, false);
+        self.clear_uncorrectable(slba, nlb);
+        if !keep_data {
+            let fill = self.data.fill_byte();
+            self.fill_blocks(slba, nlb, fill)?;
+        }
+        Ok(())
+    }
+
+    /// Sets every data and metadata byte of the blocks to `byte`.
+    pub fn fill_blocks(&mut self, slba: u64, nlb: u64, byte: u8) -> Result<(), OutOfMedia> {
+        let size = self.format.data_size as u64;
+        if self.lba_stride == size {
+            self.data.fill(slba * size, nlb * size, byte)?;
+        } else {
+            // Overlapping blocks: each LBA covers data_size bytes from LBA × stride.
+            let end = ((slba + nlb - 1) * self.lba_stride + size).min(self.data.size());
+            self.data.fill(slba * self.lba_stride, end - slba * self.lba_stride, byte)?;
+        }
+        let ms = self.format.ms as u64;
+        self.metadata.fill(slba * ms, nlb * ms, byte)
+    }
+
+    /// Marks blocks uncorrectable (Write Uncorrectable): they count as allocated.
+    pub fn mark_uncorrectable(&mut self, slba: u64, nlb: u64) {
+        self.allocated.set_range(slba, nlb, true);
+        self.clear_uncorrectable(slba, nlb);
+        self.uncorrectable.insert(slba, slba + nlb);
+    }
+
+    /// Whether any block of the range is marked uncorrectable.
+    pub fn any_uncorrectable(&self, slba: u64, nlb: u64) -> bool {
+        if self.uncorrectable.is_empty() {
+            return false;
+        }
+        let end = slba + nlb;
+        // A range that starts before `end` and ends after `slba` overlaps.
+        self.uncorrectable.range(..end).next_back().is_some_and(|(_, e)| *e > slba)
+    }
+
+    fn clear_uncorrectable(&mut self, slba: u64, nlb: u64) {
+        if self.uncorrectable.is_empty() {
+            return;
+        }
+        let end = slba + nlb;
+        let overlapping: Vec<(u64, u64)> =
+            self.uncorrectable.range(..end).filter(|(_, e)| **e > slba).map(|(s, e)| (*s, *e)).collect();
+        for (s, e) in overlapping {
+            self.uncorrectable.remove(&s);
+            if s < slba {
+                self.uncorrectable.insert(s, slba);
+            }
+            if e > end {
+                self.uncorrectable.insert(end, e);
+            }
+        }
+    }
+
+    /// Reformats: a new format and size, every block deallocated.
+    pub fn reformat(&mut self, format: Format, nsze: u64, lba_stride: u64, fill: u8) {
+        self.format = format;
+        self.nsze = nsze;
+        self.lba_stride = lba_stride;
+        self.data = Media::new(nsze * format.data_size as u64, fill);
+        self.metadata = Media::new(nsze * format.ms as u64, fill);
+        self.allocated = Bitmap::new(nsze);
+        self.uncorrectable.clear();
+    }
+}
+
+/// One bit per block, with a running count of set bits.
+struct Bitmap {
+    words: Vec<u64>,
+    bits: u64,
+    ones: u64,
+}
+
+impl Bitmap {
+    fn new(bits: u64) -> Bitmap {
+        Bitmap { words: vec![0; bits.div_ceil(64) as usize], bits, ones: 0 }
+    }
+
+    fn count(&self) -> u64 {
+        self.ones
+    }
+
+    /// Sets or clears `len` bits from `start` (clamped to the map).
+    fn set_range(&mut self, start: u64, len: u64, value: bool) {
+        let end = start.saturating_add(len).min(self.bits);
+        let mut at = start;
+        while at < end {
+            let word = (at / 64) as usize;
+            let bit = at % 64;
+            let n = (64 - bit).min(end - at);
+            let mask = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << bit };
+            let Some(w) = self.words.get_mut(word) else { return };
+            let before = (*w & mask).count_ones() as u64;
+            if value {
+                *w |= mask;
+                self.ones += n - before;
+            } else {
+                *w &= !mask;
+                self.ones -= before;
+            }
+            at += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(data_size: u32, ms: u16, extended: bool) -> Namespace {
+        let format = Format { index: 0, data_size, ms, extended };
+        Namespace::new(1, format, 1024, 0, [0; 16], [0; 8])
+    }
+
+    #[test]
+    fn extended_lbas_interleave_data_and_metadata() {
+        let n = ns(512, 8, true).layout();
+        assert_eq!(n.locate(2, 0), (Region::Data, 1024, 512));
+        assert_eq!(n.locate(2, 512), (Region::Metadata, 16, 8));
+        assert_eq!(n.locate(2, 520), (Region::Data, 1536, 512));
+        let n = ns(512, 8, false).layout();
+        assert_eq!(n.locate(2, 520), (Region::Data, 1544, u64::MAX));
+    }
+
+    #[test]
+    fn a_stride_below_the_block_size_overlaps_neighbours() {
+        let mut n = ns(4096, 0, false);
+        n.lba_stride = 512;
+        let l = n.layout();
+        assert_eq!(l.locate(3, 0), (Region::Data, 1536, 4096));
+        assert_eq!(l.locate(3, 4096), (Region::Data, 2048, 4096));
+    }
+
+    #[test]
+    fn nuse_counts_allocated_blocks() {
+        let mut n = ns(512, 0, false);
+        n.mark_written(60, 10);
+        n.mark_written(65, 100);
+        assert_eq!(n.nuse(), 105);
+        n.deallocate(0, 64, false).unwrap();
+        assert_eq!(n.nuse(), 101);
+    }
+
+    #[test]
+    fn uncorrectable_ranges_split_when_overwritten() {
+        let mut n = ns(512, 0, false);
+        n.mark_uncorrectable(10, 10);
+        n.mark_written(14, 2);
+        assert!(n.any_uncorrectable(10, 4));
+        assert!(!n.any_uncorrectable(14, 2));
+        assert!(n.any_uncorrectable(16, 1));
+        assert!(!n.any_uncorrectable(20, 100));
+        assert!(n.any_uncorrectable(0, 11));
+    }
+}

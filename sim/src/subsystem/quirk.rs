@@ -1,0 +1,243 @@
+//! Named deviations from the specification that a profile can switch on.
+//!
+//! Each quirk breaks exactly one rule and is implemented as a branch at the place in
+//! the command code that enforces that rule (search for `Quirk::` to find it), never
+//! as a global switch. Every quirk exists so that the suite case checking its rule can
+//! be proven to catch a drive that breaks it.
+//!
+//! In profiles quirks are written in kebab-case (`stale-after-deallocate`).
+
+use serde::Deserialize;
+use std::fmt;
+
+/// A named deviation from NVMe 1.4 (or 1.2a). The doc comment of each variant names
+/// the rule it breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Quirk {
+    /// Deallocated blocks keep returning their old data although DLFEAT promises
+    /// zeroes or ones. Breaks NVMe 1.4 §6.7.1.1 (Dataset Management, Deallocate) and
+    /// Figure 245 DLFEAT bits 2:0: a read of a deallocated block returns the value DLFEAT reports.
+    StaleAfterDeallocate,
+    /// A Write to namespace N also lands at the same LBA of the next active namespace.
+    /// Breaks NVMe 1.4 §6.1: a namespace is an independent quantity of NVM.
+    NamespaceWriteLeak,
+    /// I/O whose range reaches or passes NSZE succeeds (reads return zeroes, writes are
+    /// dropped). Breaks Figure 128: LBA Out of Range.
+    LbaPastNszeAccepted,
+    /// The Active Namespace ID list (CNS 02h) leaves out the highest active NSID.
+    /// Breaks §5.15.2.1, Figure 244: the list holds every active NSID greater than NSID.
+    ActiveListOmitsLast,
+    /// Identify Controller NN is one less than the namespaces that can exist.
+    /// Breaks Figure 247 NN: the maximum value of a valid NSID.
+    NnUnderstated,
+    /// A namespace formatted with 4096-byte blocks reports LBADS 12, but its LBA n starts at
+    /// byte n × 512 of the media, so neighbouring blocks overlap. Breaks §6.1 and Figure 246:
+    /// each LBA holds 2^LBADS bytes of its own.
+    #[serde(rename = "format-4096-addresses-512")]
+    Format4096Addresses512,
+    /// Namespace Management create succeeds beyond the unallocated capacity. Breaks
+    /// §5.20.1 and Figure 268: Namespace Insufficient Capacity.
+    CreateBeyondCapacity,
+    /// Deallocating a range also deallocates the block after it. Breaks §6.7.1.1:
+    /// only the blocks in the ranges are deallocated.
+    DeallocateWipesNeighbour,
+    /// Every namespace reports the same NGUID and EUI64. Breaks §7.11 (Unique
+    /// Identifier): NGUID and EUI64 are globally unique per namespace.
+    DuplicateNguid,
+    /// The Namespace Identification Descriptor list (CNS 03h) reports an NGUID different
+    /// from Identify Namespace's. Breaks Figure 248 / §7.11: the descriptors are the same
+    /// identifiers as the Identify Namespace fields.
+    DescriptorListMismatch,
+    /// Identify Namespace reports NCAP = NSZE + 1. Breaks Figure 245: NCAP ≤ NSZE.
+    NcapExceedsNsze,
+    /// Identify Namespace reports an FLBAS index greater than NLBAF. Breaks Figure 245:
+    /// FLBAS bits 3:0 select one of the NLBAF + 1 formats.
+    FlbasBeyondNlbaf,
+    /// Attaching an attached namespace succeeds. Breaks §5.19, Figure 267: Namespace Already Attached.
+    AttachTwiceSucceeds,
+    /// Detaching a detached namespace succeeds. Breaks §5.19, Figure 267: Namespace Not Attached.
+    DetachUnattachedSucceeds,
+    /// Deleting an unallocated NSID succeeds. Breaks §5.20: Invalid Field in Command for
+    /// an NSID that is not allocated.
+    DeleteUnallocatedSucceeds,
+    /// Creating a namespace when every NSID is in use returns Internal Error. Breaks
+    /// §5.20, Figure 268: Namespace Identifier Unavailable.
+    NsidExhaustionInternalError,
+    /// The Changed Namespace List log page stays empty after attach and detach. Breaks
+    /// §5.14.1.4: the log lists the namespaces whose attributes changed.
+    ChangedListEmpty,
+    /// No Namespace Attribute Changed asynchronous event is raised. Breaks §5.2 and
+    /// Figure 146: the notice is sent when enabled and the active namespaces change.
+    NoNamespaceNotice,
+    /// I/O to an NSID that is not active (unallocated or not attached) succeeds. Breaks
+    /// §6.1 and Figure 128: Invalid Namespace or Format.
+    InactiveNamespaceIoAccepted,
+    /// Transfers larger than MDTS succeed. Breaks Figure 247 MDTS: Invalid Field in Command.
+    MdtsNotEnforced,
+    /// Write Zeroes completes successfully but leaves the data. Breaks §6.16: the
+    /// blocks read back as zeroes.
+    WriteZeroesIgnored,
+    /// A Dataset Management range past NSZE succeeds (the valid part deallocated).
+    /// Breaks §6.7 and Figure 128: LBA Out of Range, and nothing deallocated.
+    DsmRangePastNszeAccepted,
+    /// Only the first range of a multi-range Dataset Management is deallocated. Breaks
+    /// §6.7.1.1: every range with the Deallocate attribute is deallocated.
+    DsmFirstRangeOnly,
+    /// Format NVM succeeds without changing the format. Breaks §5.23: the namespace is
+    /// formatted with the LBA format requested.
+    FormatIgnored,
+    /// Format NVM with an LBAF index greater than NLBAF succeeds (and is ignored). Breaks
+    /// §5.23, Figure 273: Invalid Format.
+    FormatInvalidLbafAccepted,
+    /// Compare always succeeds. Breaks §6.5: Compare Failure when the data differ.
+    CompareAlwaysSucceeds,
+    /// The Allocated Namespace ID list (CNS 10h) lists only attached namespaces. Breaks
+    /// §5.15.2.1: the list holds every allocated NSID.
+    AllocatedListOmitsInactive,
+    /// The Namespace Attached Controller list (CNS 12h) is empty for an attached
+    /// namespace. Breaks §5.15.2.1: the list holds the controllers the namespace is attached to.
+    ControllerListEmpty,
+    /// Identify Namespace (CNS 00h) for an allocated but unattached NSID returns the
+    /// namespace's data. Breaks §5.15.2.1, Figure 244: an inactive NSID returns a zero-filled structure.
+    IdentifyInactiveNonzero,
+    /// SN contains a non-printable byte. Breaks Figure 247 SN: ASCII characters (20h–7Eh).
+    SerialNotAscii,
+    /// Identify Controller VER is one minor version lower than the VS register. Breaks
+    /// Figure 247 VER: the same value as VS.
+    VerMismatch,
+    /// Identify Namespace reports NUSE = NCAP + 1. Breaks Figure 245: NUSE ≤ NCAP.
+    NuseExceedsNcap,
+    /// A namespace created with a 4096-byte format reports (and uses) a 512-byte format
+    /// instead. Breaks §5.20 / §8.11: the namespace uses the LBA format requested in FLBAS.
+    LbafWrongSize,
+}
+
+impl Quirk {
+    /// Every quirk, in declaration order.
+    pub const ALL: &'static [Quirk] = &[
+        Quirk::StaleAfterDeallocate,
+        Quirk::NamespaceWriteLeak,
+        Quirk::LbaPastNszeAccepted,
+        Quirk::ActiveListOmitsLast,
+        Quirk::NnUnderstated,
+        Quirk::Format4096Addresses512,
+        Quirk::CreateBeyondCapacity,
+        Quirk::DeallocateWipesNeighbour,
+        Quirk::DuplicateNguid,
+        Quirk::DescriptorListMismatch,
+        Quirk::NcapExceedsNsze,
+        Quirk::FlbasBeyondNlbaf,
+        Quirk::AttachTwiceSucceeds,
+        Quirk::DetachUnattachedSucceeds,
+        Quirk::DeleteUnallocatedSucceeds,
+        Quirk::NsidExhaustionInternalError,
+        Quirk::ChangedListEmpty,
+        Quirk::NoNamespaceNotice,
+        Quirk::InactiveNamespaceIoAccepted,
+        Quirk::MdtsNotEnforced,
+        Quirk::WriteZeroesIgnored,
+        Quirk::DsmRangePastNszeAccepted,
+        Quirk::DsmFirstRangeOnly,
+        Quirk::FormatIgnored,
+        Quirk::FormatInvalidLbafAccepted,
+        Quirk::CompareAlwaysSucceeds,
+        Quirk::AllocatedListOmitsInactive,
+        Quirk::ControllerListEmpty,
+        Quirk::IdentifyInactiveNonzero,
+        Quirk::SerialNotAscii,
+        Quirk::VerMismatch,
+        Quirk::NuseExceedsNcap,
+        Quirk::LbafWrongSize,
+    ];
+
+    /// The name a profile uses for this quirk.
+    pub fn name(self) -> &'static str {
+        match self {
+            Quirk::StaleAfterDeallocate => "stale-after-deallocate",
+            Quirk::NamespaceWriteLeak => "namespace-write-leak",
+            Quirk::LbaPastNszeAccepted => "lba-past-nsze-accepted",
+            Quirk::ActiveListOmitsLast => "active-list-omits-last",
+            Quirk::NnUnderstated => "nn-understated",
+            Quirk::Format4096Addresses512 => "format-4096-addresses-512",
+            Quirk::CreateBeyondCapacity => "create-beyond-capacity",
+            Quirk::DeallocateWipesNeighbour => "deallocate-wipes-neighbour",
+            Quirk::DuplicateNguid => "duplicate-nguid",
+            Quirk::DescriptorListMismatch => "descriptor-list-mismatch",
+            Quirk::NcapExceedsNsze => "ncap-exceeds-nsze",
+            Quirk::FlbasBeyondNlbaf => "flbas-beyond-nlbaf",
+            Quirk::AttachTwiceSucceeds => "attach-twice-succeeds",
+            Quirk::DetachUnattachedSucceeds => "detach-unattached-succeeds",
+            Quirk::DeleteUnallocatedSucceeds => "delete-unallocated-succeeds",
+            Quirk::NsidExhaustionInternalError => "nsid-exhaustion-internal-error",
+            Quirk::ChangedListEmpty => "changed-list-empty",
+            Quirk::NoNamespaceNotice => "no-namespace-notice",
+            Quirk::InactiveNamespaceIoAccepted => "inactive-namespace-io-accepted",
+            Quirk::MdtsNotEnforced => "mdts-not-enforced",
+            Quirk::WriteZeroesIgnored => "write-zeroes-ignored",
+            Quirk::DsmRangePastNszeAccepted => "dsm-range-past-nsze-accepted",
+            Quirk::DsmFirstRangeOnly => "dsm-first-range-only",
+            Quirk::FormatIgnored => "format-ignored",
+            Quirk::FormatInvalidLbafAccepted => "format-invalid-lbaf-accepted",
+            Quirk::CompareAlwaysSucceeds => "compare-always-succeeds",
+            Quirk::AllocatedListOmitsInactive => "allocated-list-omits-inactive",
+            Quirk::ControllerListEmpty => "controller-list-empty",
+            Quirk::IdentifyInactiveNonzero => "identify-inactive-nonzero",
+            Quirk::SerialNotAscii => "serial-not-ascii",
+            Quirk::VerMismatch => "ver-mismatch",
+            Quirk::NuseExceedsNcap => "nuse-exceeds-ncap",
+            Quirk::LbafWrongSize => "lbaf-wrong-size",
+        }
+    }
+
+    /// Looks a quirk up by its profile name.
+    pub fn from_name(name: &str) -> Option<Quirk> {
+        Quirk::ALL.iter().copied().find(|q| q.name() == name)
+    }
+}
+
+impl fmt::Display for Quirk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The quirks a subsystem runs with. Usually empty or one or two entries, so a linear
+/// search is the cheapest lookup on the I/O path.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Quirks(Vec<Quirk>);
+
+impl Quirks {
+    pub fn new(list: &[Quirk]) -> Quirks {
+        let mut v = list.to_vec();
+        v.sort();
+        v.dedup();
+        Quirks(v)
+    }
+
+    /// Whether `quirk` is on.
+    #[inline]
+    pub fn has(&self, quirk: Quirk) -> bool {
+        !self.0.is_empty() && self.0.contains(&quirk)
+    }
+
+    pub fn list(&self) -> &[Quirk] {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_serde() {
+        for q in Quirk::ALL {
+            assert_eq!(Quirk::from_name(q.name()), Some(*q));
+            let parsed: Quirk = serde_saphyr::from_str(q.name()).unwrap();
+            assert_eq!(parsed, *q, "{q}");
+        }
+        assert_eq!(Quirk::from_name("no-such-quirk"), None);
+    }
+}
