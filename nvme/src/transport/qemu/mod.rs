@@ -37,6 +37,7 @@ mod socket;
 
 pub use pci::{Bar, PciAddress, PciFunction};
 pub use process::cleanup_all;
+pub use qtest::QtestStats;
 
 use std::fs::File;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -382,6 +383,11 @@ impl QemuMachine {
         Ok(path)
     }
 
+    /// qtest requests sent so far, by kind.
+    pub fn qtest_stats(&self) -> QtestStats {
+        lock(&self.machine.bus).qtest.stats()
+    }
+
     /// QEMU's process id.
     pub fn pid(&self) -> u32 {
         lock(&self.machine.process).pid()
@@ -552,7 +558,7 @@ impl ConfigSpace for Ecam<'_> {
 }
 
 fn check_config_offset(address: PciAddress, offset: u16) -> Result<(), TransportError> {
-    if offset > 0xFFC || offset % 4 != 0 || address.device > 31 || address.function > 7 {
+    if offset > 0xFFC || !offset.is_multiple_of(4) || address.device > 31 || address.function > 7 {
         return Err(TransportError::Other(format!("config access {address} +{offset:#x}: not a dword of 4 KiB")));
     }
     Ok(())
@@ -679,7 +685,7 @@ impl QemuTransport {
     }
 
     fn mmio_addr(&self, offset: u64, width: u64) -> Result<u64, TransportError> {
-        if offset % width != 0 || offset.checked_add(width).is_none_or(|end| end > self.bar0.size) {
+        if !offset.is_multiple_of(width) || offset.checked_add(width).is_none_or(|end| end > self.bar0.size) {
             return Err(TransportError::Other(format!(
                 "{}: MMIO of {width} bytes at BAR0+{offset:#x} is unaligned or outside BAR0 ({:#x} bytes)",
                 self.describe(),

@@ -354,9 +354,7 @@ mod tests {
             let mut regs = [0u32; 64];
             regs[0] = id;
             regs[2] = class << 8;
-            for i in 0..6 {
-                regs[4 + i] = bar_types[i];
-            }
+            regs[4..10].copy_from_slice(&bar_types);
             FakeFunction { regs, bar_masks, behind: Vec::new() }
         }
 

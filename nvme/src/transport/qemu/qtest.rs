@@ -67,11 +67,25 @@ pub(crate) struct Qtest {
     posted: VecDeque<Op>,
     timeout: Duration,
     line: String,
+    stats: QtestStats,
+}
+
+/// How many qtest requests were sent, by kind: what a workload costs in socket traffic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QtestStats {
+    /// Requests whose reply was waited for (reads): one round trip through QEMU each.
+    pub round_trips: u64,
+    /// Writes sent without waiting (their `OK` is collected later).
+    pub posted_writes: u64,
 }
 
 impl Qtest {
     pub(crate) fn new(sock: LineSocket, timeout: Duration) -> Self {
-        Qtest { sock, posted: VecDeque::new(), timeout, line: String::with_capacity(64) }
+        Qtest { sock, posted: VecDeque::new(), timeout, line: String::with_capacity(64), stats: QtestStats::default() }
+    }
+
+    pub(crate) fn stats(&self) -> QtestStats {
+        self.stats
     }
 
     /// Sends a write without waiting for its `OK`.
@@ -82,12 +96,14 @@ impl Qtest {
         }
         self.send(op)?;
         self.posted.push_back(op);
+        self.stats.posted_writes += 1;
         Ok(())
     }
 
     /// Sends `op` and waits for its reply: the value read, or 0 for a write.
     pub(crate) fn call(&mut self, op: Op) -> Result<u64, QtestError> {
         self.send(op)?;
+        self.stats.round_trips += 1;
         let deadline = Instant::now() + self.timeout;
         while let Some(posted) = self.posted.front().copied() {
             self.expect_reply(posted, deadline)?;
