@@ -89,4 +89,18 @@ pub trait Device {
 
     /// The per-command timeout in milliseconds.
     fn command_timeout_ms(&self) -> u64;
+
+    /// The controller's BAR0 registers, on targets where nvtest's own driver owns the
+    /// controller; `None` on kernel targets.
+    fn registers(&mut self) -> Option<&mut dyn Registers> {
+        None
+    }
+}
+
+/// Access to a controller's registers ("Figure 78: Controller Registers"), for cases
+/// that check registers and for facts only registers give (VS, CAP.MPSMIN).
+pub trait Registers {
+    fn read32(&mut self, offset: u64) -> Result<u32, TransportError>;
+    fn read64(&mut self, offset: u64) -> Result<u64, TransportError>;
+    fn write32(&mut self, offset: u64, value: u32) -> Result<(), TransportError>;
 }

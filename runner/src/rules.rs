@@ -1,1 +1,128 @@
-//! (to be written)
+//! The rules nvtest's own procedures enforce (named checks and setup steps), each with
+//! the section and figure of NVMe 1.4 that states it. Rules of a case's expectations
+//! come from the suite (`rule:` of the case).
+
+use crate::verdict::Rule;
+
+fn rule(section: &str, text: &str) -> Rule {
+    Rule { section: section.to_string(), text: text.to_string() }
+}
+
+pub fn identify_ascii() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (SN, MN, FR)",
+        "Serial Number, Model Number and Firmware Revision are ASCII strings (20h–7Eh), padded with spaces",
+    )
+}
+
+pub fn ver_matches_vs() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (VER) and §3.1.2 Version (VS)",
+        "VER reports the same value as the Version register",
+    )
+}
+
+pub fn mnan_within_nn() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (MNAN)",
+        "MNAN, when non-zero, is at most NN",
+    )
+}
+
+pub fn subnqn_present() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (SUBNQN) and §7.9 NVMe Qualified Names",
+        "controllers of revision 1.2.1 and later report a NUL-terminated NVM Subsystem NQN starting with \"nqn.\"",
+    )
+}
+
+pub fn active_list() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify – CNS 02h (Active Namespace ID list)",
+        "the list holds every active NSID, in increasing order, none above NN, and no inactive NSID",
+    )
+}
+
+pub fn namespace_sizes() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Namespace Data Structure (NSZE, NCAP, NUSE)",
+        "NCAP is at most NSZE and NUSE is at most NCAP",
+    )
+}
+
+pub fn lba_format() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Namespace Data Structure (FLBAS, NLBAF) and LBA Format Data Structure",
+        "FLBAS bits 3:0 select one of the NLBAF + 1 supported formats, whose LBADS is at least 9",
+    )
+}
+
+pub fn requested_format() -> Rule {
+    rule(
+        "NVMe 1.4 §5.20 Namespace Management and §5.23 Format NVM",
+        "a namespace uses the LBA format the host selected when it was created or formatted",
+    )
+}
+
+pub fn unique_identifiers() -> Rule {
+    rule(
+        "NVMe 1.4 §7.11 Unique Identifier; Identify Namespace Data Structure (NGUID, EUI64)",
+        "NGUID and EUI64, where reported (non-zero), differ between namespaces",
+    )
+}
+
+pub fn descriptor_list() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify – CNS 03h (Namespace Identification Descriptor list)",
+        "the list is well-formed and its EUI64 / NGUID descriptors equal the Identify Namespace fields",
+    )
+}
+
+pub fn allocated_list() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify – CNS 10h (Allocated Namespace ID list)",
+        "the list holds every allocated NSID, attached or not",
+    )
+}
+
+pub fn controller_list() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify – CNS 12h (Namespace Attached Controller list)",
+        "the list holds exactly the controllers the namespace is attached to",
+    )
+}
+
+pub fn identify_inactive_zero() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify – CNS 00h",
+        "for an inactive NSID the controller returns a zero-filled Identify Namespace data structure",
+    )
+}
+
+pub fn namespace_setup() -> Rule {
+    rule(
+        "NVMe 1.4 §5.20 Namespace Management and §5.19 Namespace Attachment",
+        "creating a namespace within the capacity and NSID limits, and attaching it, succeed",
+    )
+}
+
+pub fn namespace_notice() -> Rule {
+    rule(
+        "NVMe 1.4 §5.2 Asynchronous Event Request, Asynchronous Event Information – Notice",
+        "a Namespace Attribute Changed notice completes an outstanding Asynchronous Event Request when an attached namespace changes",
+    )
+}
+
+pub fn changed_namespace_list() -> Rule {
+    rule(
+        "NVMe 1.4 §5.14.1.4 Changed Namespace List (Log Identifier 04h)",
+        "the log lists each NSID whose Identify Namespace data changed since it was last read",
+    )
+}
+
+pub fn data_integrity() -> Rule {
+    rule(
+        "NVMe 1.4 Read command (NVM Command Set)",
+        "a read returns the data last written to each logical block",
+    )
+}

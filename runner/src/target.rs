@@ -5,6 +5,10 @@
 
 use std::path::PathBuf;
 
+use nvme::device::Device;
+use nvme::driver::{Controller, Options};
+use nvme_sim::Profile;
+
 /// A parsed TARGET argument.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TargetSpec {
@@ -44,6 +48,30 @@ impl TargetSpec {
             TargetSpec::SimFile(path) => format!("sim:{}", path.display()),
         }
     }
+}
+
+/// Opens a target and brings its controller up. The error is one line for the console
+/// (a profile error carries file:line:column).
+pub fn open(spec: &TargetSpec) -> Result<Box<dyn Device>, String> {
+    match spec {
+        TargetSpec::SimProfile(name) => {
+            let profile = Profile::builtin(name).map_err(|e| e.to_string())?;
+            open_sim(profile)
+        }
+        TargetSpec::SimFile(path) => {
+            let profile = Profile::from_path(path).map_err(|e| e.to_string())?;
+            open_sim(profile)
+        }
+    }
+}
+
+/// The simulated drive of `profile`, behind nvtest's own host driver.
+pub fn open_sim(profile: Profile) -> Result<Box<dyn Device>, String> {
+    let name = profile.name.clone();
+    let transport = nvme_sim::open(profile).map_err(|e| format!("sim:{name}: {e}"))?;
+    let controller =
+        Controller::new(Box::new(transport), Options::default()).map_err(|e| format!("sim:{name}: bring-up: {e}"))?;
+    Ok(Box::new(controller))
 }
 
 #[cfg(test)]

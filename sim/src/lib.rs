@@ -16,3 +16,32 @@ pub mod exec;
 pub mod pci;
 pub mod profile;
 pub mod subsystem;
+
+pub use controller::ControllerConfig;
+pub use pci::SimTransport;
+pub use profile::Profile;
+pub use subsystem::Subsystem;
+
+/// The queue engine's configuration for a profile: CAP, VS and PCI identity as the
+/// profile describes the drive.
+pub fn controller_config(profile: &Profile) -> ControllerConfig {
+    let c = &profile.controller;
+    ControllerConfig {
+        name: profile.name.clone(),
+        mqes: c.max_queue_entries.clamp(2, 65536).saturating_sub(1) as u16,
+        to: c.timeout_ms.div_ceil(500).clamp(1, 255) as u8,
+        version: profile.version,
+        aerl: c.aerl,
+        cntlid: c.cntlid,
+        vendor_id: profile.identity.pci_vendor_id,
+        subsystem_vendor_id: profile.identity.pci_subsystem_vendor_id,
+        ..ControllerConfig::default()
+    }
+}
+
+/// A simulated drive built from a profile, ready for a host driver.
+pub fn open(profile: Profile) -> Result<SimTransport, String> {
+    let config = controller_config(&profile);
+    let subsystem = Subsystem::new(profile).map_err(|e| e.to_string())?;
+    Ok(SimTransport::new(config, Box::new(subsystem)))
+}

@@ -50,7 +50,7 @@ pub struct Case {
 
 /// A value a matrix parameter takes.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged, expecting = "a matrix value: a whole number, true / false, or text")]
+#[serde(untagged, expecting = "expected a matrix value: a whole number, true / false, or text")]
 pub enum MatrixValue {
     Int(u64),
     Bool(bool),
@@ -59,7 +59,7 @@ pub enum MatrixValue {
 
 /// A parameter: a literal, or `$name` of a matrix parameter of the case.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged, expecting = "a whole number or `$name` (a matrix parameter of the case)")]
+#[serde(untagged, expecting = "expected a whole number or `$name` (a matrix parameter of the case)")]
 pub enum Param<T> {
     Value(T),
     /// `$name`, kept with its `$`; only text starting with `$` is a variable, so plain
@@ -120,7 +120,7 @@ pub enum Requirement {
 /// A status a step expects: a spec status name ("LBA Out of Range"), `success`, or
 /// several acceptable ones.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged, expecting = "a status name (`success`, `LBA Out of Range`, ...) or a list of them")]
+#[serde(untagged, expecting = "expected a status name (`success`, `LBA Out of Range`, ...) or a list of them")]
 pub enum Expect {
     One(String),
     AnyOf(Vec<String>),
@@ -131,7 +131,7 @@ pub enum Expect {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(
     untagged,
-    expecting = "a namespace: a 1-based index, `$name`, or one of all, last, unallocated, beyond_nn, broadcast, zero"
+    expecting = "expected a namespace: a 1-based index, `$name`, or one of all, last, unallocated, beyond_nn, broadcast, zero"
 )]
 pub enum NsRef {
     /// 1-based position in the namespace set.
@@ -160,7 +160,7 @@ pub enum NsName {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(
     untagged,
-    expecting = "an LBA: a whole number, `$name`, one of last, end, middle, or `{from_end: k}`"
+    expecting = "expected an LBA: a whole number, `$name`, one of last, end, middle, or `{from_end: k}`"
 )]
 pub enum Lba {
     At(Param<u64>),
@@ -186,7 +186,7 @@ pub enum LbaName {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(
     untagged,
-    expecting = "a block count: a whole number, `$name`, or one of remaining, more_than_remaining, whole"
+    expecting = "expected a block count: a whole number, `$name`, or one of remaining, more_than_remaining, whole"
 )]
 pub enum Blocks {
     Count(Param<u64>),
@@ -228,7 +228,7 @@ pub struct Range {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(
     untagged,
-    expecting = "ranges: a list of `{lba, blocks}`, or `{count, blocks, stride, start}`"
+    expecting = "expected ranges: a list of `{lba, blocks}`, or `{count, blocks, stride, start}`"
 )]
 pub enum Ranges {
     List(Vec<Range>),
@@ -267,9 +267,6 @@ pub enum CheckName {
     AllocatedNamespaceList,
     /// Controller lists (CNS 12h attached, 13h all) contain this controller as expected.
     ControllerLists,
-    /// Reads of deallocated blocks return what DLFEAT promises (zeros, ones, or, when
-    /// not reported, merely succeed).
-    DeallocatedReads,
 }
 
 /// One step of a case.

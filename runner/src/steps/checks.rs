@@ -1,0 +1,311 @@
+//! Named checks (`check: NAME` in a suite) and the `identify` step: rules about what a
+//! controller reports, each failing with its own rule, section and evidence.
+
+use std::collections::BTreeMap;
+
+use nvme::device::Data;
+use nvme::spec::identify::{identify as identify_cmd, parse_descriptor_list, Cns, ControllerList, IdentifyController, NsDescriptor};
+use nvme::spec::Version;
+use zerocopy::{FromZeros, IntoBytes};
+
+use super::namespaces::identify_namespace;
+use super::resolve::{self, NsTarget};
+use super::{CaseContext, StepResult};
+use crate::rules;
+use crate::suite::model::{CheckName, Expect, NsRef};
+
+/// Runs a named check.
+pub fn run(ctx: &mut CaseContext<'_>, name: CheckName) -> StepResult {
+    match name {
+        CheckName::IdentifyController => identify_controller(ctx),
+        CheckName::ActiveNamespaceList => active_namespace_list(ctx),
+        CheckName::NamespaceSizes => namespace_sizes(ctx),
+        CheckName::LbaFormats => lba_formats(ctx),
+        CheckName::UniqueIdentifiers => unique_identifiers(ctx),
+        CheckName::DescriptorLists => descriptor_lists(ctx),
+        CheckName::AllocatedNamespaceList => allocated_namespace_list(ctx),
+        CheckName::ControllerLists => controller_lists(ctx),
+    }
+}
+
+fn identify_controller(ctx: &mut CaseContext<'_>) -> StepResult {
+    let mut id = IdentifyController::new_zeroed();
+    let what = "Identify Controller (CNS 01h)";
+    let c = ctx.admin(what, identify_cmd(Cns::Controller, 0, 0), Data::FromDevice(id.as_mut_bytes()))?;
+    ctx.require_success(what, &c)?;
+    for (field, value) in [("SN", id.serial()), ("MN", id.model()), ("FR", id.firmware())] {
+        if let Some((offset, byte)) = value.non_printable.first() {
+            return Err(ctx.fail_rule(
+                rules::identify_ascii(),
+                what,
+                format!("{field} \"{value}\" holds byte {byte:#04x} at offset {offset}"),
+                format!("{field} in printable ASCII (20h–7Eh)"),
+            ));
+        }
+    }
+    let ver = id.version();
+    if let Some(vs) = ctx.facts.vs {
+        if id.ver != 0 && ver != vs {
+            return Err(ctx.fail_rule(rules::ver_matches_vs(), what, format!("VER {ver}, VS register {vs}"), format!("VER {vs}")));
+        }
+    }
+    if id.mnan != 0 && id.mnan > id.nn {
+        return Err(ctx.fail_rule(
+            rules::mnan_within_nn(),
+            what,
+            format!("MNAN {}, NN {}", id.mnan, id.nn),
+            "MNAN ≤ NN".to_string(),
+        ));
+    }
+    if ctx.facts.version >= Version::V1_2_1 {
+        let end = id.subnqn.iter().position(|&b| b == 0);
+        let text = String::from_utf8_lossy(&id.subnqn[..end.unwrap_or(id.subnqn.len())]).to_string();
+        if end.is_none() || !text.starts_with("nqn.") {
+            return Err(ctx.fail_rule(
+                rules::subnqn_present(),
+                what,
+                format!("SUBNQN \"{}\"{}", text.escape_debug(), if end.is_none() { " without a NUL terminator" } else { "" }),
+                "a NUL-terminated NQN starting with \"nqn.\"".to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn active_namespace_list(ctx: &mut CaseContext<'_>) -> StepResult {
+    let list = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?;
+    let sent = "Identify Active Namespace ID list (CNS 02h)";
+    let rule = rules::active_list;
+    if let Some(w) = list.windows(2).find(|w| w[0] >= w[1]) {
+        return Err(ctx.fail_rule(rule(), sent, format!("NSID {:#x} listed before {:#x}", w[0], w[1]), "increasing NSIDs"));
+    }
+    if let Some(&bad) = list.iter().find(|&&id| id == 0 || id > ctx.facts.nn) {
+        return Err(ctx.fail_rule(
+            rule(),
+            sent,
+            format!("NSID {bad:#x} listed, NN is {}", ctx.facts.nn),
+            format!("NSIDs in 1..={}", ctx.facts.nn),
+        ));
+    }
+    for e in ctx.set.clone() {
+        let listed = list.contains(&e.nsid);
+        if e.attached != listed {
+            let state = if e.attached { "attached (active)" } else { "not attached (inactive)" };
+            return Err(ctx.fail_rule(
+                rule(),
+                sent,
+                format!("NSID {} {} in the list of {} NSIDs", e.nsid, if listed { "is" } else { "is missing" }, list.len()),
+                format!("NSID {} {} the list: it is {state}", e.nsid, if e.attached { "in" } else { "absent from" }),
+            ));
+        }
+    }
+    for nsid in list {
+        let ns = identify_namespace(ctx, nsid)?;
+        if ns.nsze == 0 {
+            return Err(ctx.fail_rule(
+                rule(),
+                format!("Identify Namespace NSID {nsid}"),
+                "NSZE 0 for a listed (active) NSID",
+                "an active namespace with NSZE > 0",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn attached_members(ctx: &CaseContext<'_>) -> Vec<u32> {
+    ctx.set.iter().filter(|e| e.attached).map(|e| e.nsid).collect()
+}
+
+fn namespace_sizes(ctx: &mut CaseContext<'_>) -> StepResult {
+    for nsid in attached_members(ctx) {
+        let ns = identify_namespace(ctx, nsid)?;
+        let sent = format!("Identify Namespace NSID {nsid}");
+        if ns.ncap > ns.nsze || ns.nuse > ns.ncap {
+            return Err(ctx.fail_rule(
+                rules::namespace_sizes(),
+                sent,
+                format!("NSZE {}, NCAP {}, NUSE {}", ns.nsze, ns.ncap, ns.nuse),
+                "NSZE ≥ NCAP ≥ NUSE",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn lba_formats(ctx: &mut CaseContext<'_>) -> StepResult {
+    for e in ctx.set.clone().into_iter().filter(|e| e.attached) {
+        let ns = identify_namespace(ctx, e.nsid)?;
+        let sent = format!("Identify Namespace NSID {}", e.nsid);
+        let Some(format) = ns.lba_format_in_use() else {
+            return Err(ctx.fail_rule(
+                rules::lba_format(),
+                sent,
+                format!("FLBAS selects format {} but NLBAF is {} ({} formats)", ns.flbas_index(), ns.nlbaf, ns.nlbaf as u32 + 1),
+                format!("an FLBAS index ≤ NLBAF ({})", ns.nlbaf),
+            ));
+        };
+        let Some(size) = format.data_size() else {
+            return Err(ctx.fail_rule(
+                rules::lba_format(),
+                sent,
+                format!("LBAF{} has LBADS {}", ns.flbas_index(), format.lbads),
+                "LBADS ≥ 9 (512 bytes or more)",
+            ));
+        };
+        if e.requested_block_size != 0 && size != e.requested_block_size {
+            return Err(ctx.fail_rule(
+                rules::requested_format(),
+                sent,
+                format!("the format in use (LBAF{}) has {size}-byte LBAs", ns.flbas_index()),
+                format!("{}-byte LBAs, as requested", e.requested_block_size),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn unique_identifiers(ctx: &mut CaseContext<'_>) -> StepResult {
+    let mut nguids: BTreeMap<[u8; 16], u32> = BTreeMap::new();
+    let mut euis: BTreeMap<[u8; 8], u32> = BTreeMap::new();
+    for nsid in attached_members(ctx) {
+        let ns = identify_namespace(ctx, nsid)?;
+        let sent = format!("Identify Namespace NSID {nsid}");
+        if ns.nguid != [0; 16] {
+            if let Some(other) = nguids.insert(ns.nguid, nsid) {
+                return Err(ctx.fail_rule(
+                    rules::unique_identifiers(),
+                    sent,
+                    format!("NGUID {} is also NSID {other}'s", hex(&ns.nguid)),
+                    "a different NGUID for every namespace",
+                ));
+            }
+        }
+        if ns.eui64 != [0; 8] {
+            if let Some(other) = euis.insert(ns.eui64, nsid) {
+                return Err(ctx.fail_rule(
+                    rules::unique_identifiers(),
+                    sent,
+                    format!("EUI64 {} is also NSID {other}'s", hex(&ns.eui64)),
+                    "a different EUI64 for every namespace",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn descriptor_lists(ctx: &mut CaseContext<'_>) -> StepResult {
+    for nsid in attached_members(ctx) {
+        let ns = identify_namespace(ctx, nsid)?;
+        let mut buf = [0u8; 4096];
+        let sent = format!("Identify Namespace Identification Descriptor list (CNS 03h) NSID {nsid}");
+        let c = ctx.admin(&sent, identify_cmd(Cns::NamespaceDescriptorList, nsid, 0), Data::FromDevice(&mut buf))?;
+        if !c.status().is_success() {
+            return Err(ctx.fail_rule(rules::descriptor_list(), sent, c.status().to_string(), "Successful Completion"));
+        }
+        let list = match parse_descriptor_list(&buf) {
+            Ok(list) => list,
+            Err(e) => return Err(ctx.fail_rule(rules::descriptor_list(), sent, e.to_string(), "a well-formed list")),
+        };
+        let mut seen = Vec::new();
+        for d in &list {
+            if seen.contains(&d.nidt()) {
+                return Err(ctx.fail_rule(
+                    rules::descriptor_list(),
+                    sent,
+                    format!("two descriptors of type {}", d.nidt()),
+                    "at most one descriptor of each type",
+                ));
+            }
+            seen.push(d.nidt());
+            let (name, reported): (&str, &[u8]) = match d {
+                NsDescriptor::Eui64(_) => ("EUI64", &ns.eui64),
+                NsDescriptor::Nguid(_) => ("NGUID", &ns.nguid),
+                _ => continue,
+            };
+            if reported.iter().any(|&b| b != 0) && d.nid() != reported {
+                return Err(ctx.fail_rule(
+                    rules::descriptor_list(),
+                    sent,
+                    format!("{name} descriptor {}, Identify Namespace {name} {}", hex(d.nid()), hex(reported)),
+                    format!("the {name} descriptor equal to Identify Namespace {name}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn allocated_namespace_list(ctx: &mut CaseContext<'_>) -> StepResult {
+    let list = resolve::namespace_list(ctx, Cns::AllocatedNamespaceList)?;
+    let sent = "Identify Allocated Namespace ID list (CNS 10h)";
+    for e in ctx.set.clone() {
+        if e.allocated != list.contains(&e.nsid) {
+            let attached = if e.attached { "attached" } else { "not attached" };
+            return Err(ctx.fail_rule(
+                rules::allocated_list(),
+                sent,
+                format!(
+                    "NSID {} ({}, {attached}) {} the list {:?}",
+                    e.nsid,
+                    if e.allocated { "allocated" } else { "deleted" },
+                    if e.allocated { "is missing from" } else { "is in" },
+                    list
+                ),
+                format!("every allocated NSID listed, attached or not; NSID {} {}", e.nsid, if e.allocated { "listed" } else { "absent" }),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn controller_lists(ctx: &mut CaseContext<'_>) -> StepResult {
+    let cntlid = ctx.facts.cntlid;
+    for e in ctx.set.clone().into_iter().filter(|e| e.allocated) {
+        let mut list = ControllerList::new_zeroed();
+        let sent = format!("Identify Namespace Attached Controller list (CNS 12h) NSID {}", e.nsid);
+        let c = ctx.admin(&sent, identify_cmd(Cns::NamespaceAttachedControllers, e.nsid, 0), Data::FromDevice(list.as_mut_bytes()))?;
+        ctx.require_success(&sent, &c)?;
+        let ids: Vec<u16> = list.ids().collect();
+        if ids.contains(&cntlid) != e.attached {
+            return Err(ctx.fail_rule(
+                rules::controller_list(),
+                sent,
+                format!("controller list {ids:?}"),
+                format!("CNTLID {cntlid} {} (the namespace is {}attached to it)", if e.attached { "listed" } else { "absent" }, if e.attached { "" } else { "not " }),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `identify` step: one Identify with an expected status, and optionally zero-filled data.
+pub fn identify(ctx: &mut CaseContext<'_>, cns: u8, ns: &NsRef, expect: Option<&Expect>, zero_filled: bool) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let nsid = target.nsid(ctx);
+    let mut buf = [0u8; 4096];
+    let sent = format!("Identify CNS {cns:02X}h NSID {nsid:#x}");
+    let c = ctx.admin(&sent, identify_cmd(cns, nsid, 0), Data::FromDevice(&mut buf))?;
+    ctx.expect(&sent, &c, expect)?;
+    if zero_filled && c.status().is_success() {
+        if let Some(at) = buf.iter().position(|&b| b != 0) {
+            let state = match target {
+                NsTarget::Member(i) if !ctx.set[i].attached => "an inactive (detached) NSID",
+                _ => "this NSID",
+            };
+            return Err(ctx.fail_rule(
+                rules::identify_inactive_zero(),
+                sent,
+                format!("non-zero data for {state}: byte {at} is {:#04x}", buf[at]),
+                "a zero-filled data structure",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+

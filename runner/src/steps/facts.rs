@@ -1,0 +1,175 @@
+//! What nvtest knows of the controller before running cases: its Identify Controller
+//! data, version, limits and the LBA formats it offers; and which requirements of a
+//! case it meets, with the exact missing bit or version when it does not.
+
+use nvme::device::{Access, Data, Device};
+use nvme::spec::identify::{identify, Cns, IdentifyController, IdentifyNamespace, LbaFormat, NamespaceList};
+use nvme::spec::registers::{offset, Cap};
+use nvme::spec::Version;
+use zerocopy::{FromZeros, IntoBytes};
+
+use crate::suite::model::Requirement;
+
+/// Facts about the controller under test, read once when the session opens.
+#[derive(Clone, Debug)]
+pub struct Facts {
+    pub identify: IdentifyController,
+    /// The VS register, where registers are reachable.
+    pub vs: Option<Version>,
+    /// The version the controller claims: VER, or VS when VER is 0 (pre-1.2 controllers).
+    pub version: Version,
+    pub nn: u32,
+    pub cntlid: u16,
+    /// MDTS in bytes; `None` means no limit reported.
+    pub mdts_bytes: Option<u64>,
+    pub access: Access,
+    /// LBA formats a namespace can be given (Identify Namespace for NSID FFFFFFFFh with
+    /// Namespace Management; otherwise those of the active namespaces).
+    pub formats: Vec<LbaFormat>,
+    /// Active namespaces when the session opened, with their LBA data sizes.
+    pub active_namespaces: Vec<(u32, u64)>,
+}
+
+impl Facts {
+    /// Reads the facts; the error is one line for the console.
+    pub fn read(device: &mut dyn Device) -> Result<Facts, String> {
+        let access = device.access();
+        let (vs, mps_min) = match device.registers() {
+            Some(regs) => {
+                let vs = regs.read32(offset::VS).map_err(|e| format!("reading VS: {e}"))?;
+                let cap = regs.read64(offset::CAP).map_err(|e| format!("reading CAP: {e}"))?;
+                (Some(Version::from_register(vs)), 4096u64 << Cap::from_bits(cap).mpsmin())
+            }
+            None => (None, 4096),
+        };
+        let mut ctrl = IdentifyController::new_zeroed();
+        let c = device
+            .admin(identify(Cns::Controller, 0, 0), Data::FromDevice(ctrl.as_mut_bytes()))
+            .map_err(|e| format!("Identify Controller: {e}"))?;
+        if !c.status().is_success() {
+            return Err(format!("Identify Controller failed: {}", c.status()));
+        }
+        let ver = ctrl.version();
+        let version = if ver.major == 0 { vs.unwrap_or(ver) } else { ver };
+        let nn = ctrl.nn;
+        let mut facts = Facts {
+            vs,
+            version,
+            nn,
+            cntlid: ctrl.cntlid,
+            mdts_bytes: ctrl.mdts_bytes(mps_min),
+            access,
+            identify: ctrl,
+            formats: Vec::new(),
+            active_namespaces: Vec::new(),
+        };
+        facts.active_namespaces = read_active(device, nn)?;
+        facts.formats = if facts.namespace_management() {
+            let mut ns = IdentifyNamespace::new_zeroed();
+            let c = device
+                .admin(identify(Cns::Namespace, 0xFFFF_FFFF, 0), Data::FromDevice(ns.as_mut_bytes()))
+                .map_err(|e| format!("Identify Namespace FFFFFFFFh: {e}"))?;
+            if c.status().is_success() {
+                ns.lba_formats().to_vec()
+            } else {
+                Vec::new()
+            }
+        } else {
+            Vec::new()
+        };
+        if facts.formats.is_empty() {
+            for &(nsid, _) in &facts.active_namespaces.clone() {
+                let mut ns = IdentifyNamespace::new_zeroed();
+                let c = device
+                    .admin(identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))
+                    .map_err(|e| format!("Identify Namespace {nsid}: {e}"))?;
+                if c.status().is_success() {
+                    for f in ns.lba_formats() {
+                        if !facts.formats.contains(f) {
+                            facts.formats.push(*f);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(facts)
+    }
+
+    pub fn namespace_management(&self) -> bool {
+        self.identify.oacs.namespace_management()
+    }
+
+    /// A format with this LBA data size, preferring one without metadata.
+    pub fn format_index(&self, data_size: u64) -> Option<u8> {
+        let matching = |ms_ok: fn(u16) -> bool| {
+            self.formats.iter().position(|f| f.data_size() == Some(data_size) && ms_ok(f.ms)).map(|i| i as u8)
+        };
+        matching(|ms| ms == 0).or_else(|| matching(|_| true))
+    }
+
+    /// Why a requirement is not met, or `None` when it is.
+    pub fn missing(&self, req: &Requirement) -> Option<String> {
+        let id = &self.identify;
+        let bit = |present: bool, what: &str| (!present).then(|| format!("{what} is 0"));
+        match req {
+            Requirement::Version(v) => match v.parse::<Version>() {
+                Ok(needed) if self.version >= needed => None,
+                Ok(needed) => Some(format!("the controller reports NVMe {} (VER), the case needs {needed}", self.version)),
+                Err(e) => Some(format!("bad version requirement: {e}")),
+            },
+            Requirement::Namespaces(n) => {
+                if self.namespace_management() {
+                    let limit = if id.mnan != 0 { id.mnan.min(self.nn) } else { self.nn };
+                    (limit < *n).then(|| format!("NN (and MNAN) allow {limit} namespaces, the case needs {n}"))
+                } else {
+                    let active = self.active_namespaces.len() as u32;
+                    (active < *n).then(|| {
+                        format!("{active} active namespaces and no Namespace Management (OACS bit 3); the case needs {n}")
+                    })
+                }
+            }
+            Requirement::Lbads(size) => self
+                .format_index(*size as u64)
+                .is_none()
+                .then(|| format!("no LBA format with {size}-byte data is supported")),
+            Requirement::NamespaceManagement => bit(id.oacs.namespace_management(), "OACS bit 3 (Namespace Management)"),
+            Requirement::FormatNvm => bit(id.oacs.format_nvm(), "OACS bit 1 (Format NVM)"),
+            Requirement::Compare => bit(id.oncs.compare(), "ONCS bit 0 (Compare)"),
+            Requirement::DatasetManagement => bit(id.oncs.dataset_management(), "ONCS bit 2 (Dataset Management)"),
+            Requirement::WriteZeroes => bit(id.oncs.write_zeroes(), "ONCS bit 3 (Write Zeroes)"),
+            Requirement::WriteZeroesDeallocate => bit(id.oncs.write_zeroes(), "ONCS bit 3 (Write Zeroes)").or_else(|| {
+                (self.version < Version::V1_3).then(|| {
+                    format!("Write Zeroes DEAC is NVMe 1.3; the controller reports {} (VER)", self.version)
+                })
+            }),
+            Requirement::VolatileWriteCache => bit(id.vwc.present(), "VWC bit 0 (Volatile Write Cache present)"),
+            Requirement::NamespaceAttributeNotices => {
+                bit(id.oaes.namespace_attribute_notices(), "OAES bit 8 (Namespace Attribute Notices)")
+            }
+            Requirement::UserspaceDriver => (self.access != Access::Userspace)
+                .then(|| "needs a userspace-driver target (sim, qemu)".to_string()),
+        }
+    }
+}
+
+fn read_active(device: &mut dyn Device, nn: u32) -> Result<Vec<(u32, u64)>, String> {
+    let mut list = NamespaceList::new_zeroed();
+    let c = device
+        .admin(identify(Cns::ActiveNamespaceList, 0, 0), Data::FromDevice(list.as_mut_bytes()))
+        .map_err(|e| format!("Identify Active Namespace ID list: {e}"))?;
+    if !c.status().is_success() {
+        // Before 1.1 there is no list: namespaces 1..=NN are the active ones.
+        return Ok((1..=nn.min(1024)).map(|id| (id, 0)).collect());
+    }
+    let mut out = Vec::new();
+    for nsid in list.ids() {
+        let mut ns = IdentifyNamespace::new_zeroed();
+        let c = device
+            .admin(identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))
+            .map_err(|e| format!("Identify Namespace {nsid}: {e}"))?;
+        if c.status().is_success() {
+            out.push((nsid, ns.lba_data_size().unwrap_or(0)));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,402 @@
+//! I/O steps: tagged writes the host map remembers, verification of every block the map
+//! knows, raw commands with expected statuses (boundaries, invalid namespaces, MDTS),
+//! Dataset Management deallocate, Write Zeroes, Flush and Compare.
+
+use nvme::device::Data;
+use nvme::spec::nvm::{self, dataset_management, DsmAttributes, DsmRange};
+
+use super::resolve::{self, param, NsTarget};
+use super::{CaseContext, StepError, StepResult};
+use crate::data::judge::{judge_range, DeallocatedRead, Expectation, JudgeError};
+use crate::data::{fill_blocks, BlockSize, BlockTag};
+use crate::suite::model::{Blocks, Expect, IoOp, Lba, NsRef, Param, Ranges};
+
+/// The most bytes one command moves when MDTS allows more (keeps buffers small).
+const MAX_CHUNK_BYTES: u64 = 256 * 1024;
+
+/// `write`: tagged data, split into commands of at most MDTS; every block recorded.
+pub fn write(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Blocks, fua: bool) -> StepResult {
+    for i in resolve::ns_members(ctx, ns)? {
+        let (nsid, nsze, bs) = member(ctx, i)?;
+        let first = resolve::lba(lba, nsze)?;
+        let count = resolve::blocks(blocks, nsze)?;
+        if first.checked_add(count).is_none_or(|end| end > nsze) {
+            return Err(StepError::Error(format!(
+                "write of {count} blocks at LBA {first:#x} does not fit NSID {nsid} (NSZE {nsze:#x}); fix the suite"
+            )));
+        }
+        let generation = ctx.map.next_generation();
+        let per_cmd = blocks_per_command(ctx, bs);
+        let mut lba = first;
+        while lba < first + count {
+            let n = per_cmd.min(first + count - lba);
+            let tag = BlockTag { nsid, lba, generation, seed: ctx.seed, block_size: block_size(bs)? };
+            let mut buf = vec![0u8; (n * bs) as usize];
+            fill_blocks(&mut buf, &tag).map_err(|e| StepError::Error(e.to_string()))?;
+            let what = format!("Write NSID {nsid} SLBA {lba:#x} NLB {} (generation {generation}{})", n - 1, fua_text(fua));
+            let c = ctx.io(&what, nvm::write(nsid, lba, (n - 1) as u16, fua), Data::ToDevice(&buf))?;
+            if !c.status().is_success() {
+                ctx.map.forget(nsid, lba, n);
+                return Err(ctx.fail(what, c.status().to_string(), "Successful Completion (a write inside the namespace)"));
+            }
+            ctx.map.record_write(nsid, lba, n, generation, ctx.seed);
+            lba += n;
+        }
+    }
+    Ok(())
+}
+
+fn fua_text(fua: bool) -> &'static str {
+    if fua {
+        ", FUA"
+    } else {
+        ""
+    }
+}
+
+/// `verify`: reads back and judges every block the map knows (or the window given).
+pub fn verify(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: Option<&Lba>, blocks: Option<&Blocks>) -> StepResult {
+    for i in resolve::ns_members(ctx, ns)? {
+        let (nsid, nsze, _) = member(ctx, i)?;
+        let windows: Vec<(u64, u64)> = match (lba, blocks) {
+            (None, None) => match ctx.map.namespace(nsid) {
+                Some(map) => map
+                    .known()
+                    .filter(|s| s.state != Expectation::Unknown)
+                    .map(|s| (s.first, s.count))
+                    .collect(),
+                None => Vec::new(),
+            },
+            (l, b) => {
+                let first = match l {
+                    Some(l) => resolve::lba(l, nsze)?,
+                    None => 0,
+                };
+                let count = match b {
+                    Some(b) => resolve::blocks(b, nsze)?,
+                    None => nsze.saturating_sub(first),
+                };
+                vec![(first, count)]
+            }
+        };
+        for (first, count) in windows {
+            read_and_judge(ctx, i, first, count)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads `count` blocks of member `i` from `first` and judges them against the map.
+fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -> StepResult {
+    let (nsid, _, bs) = member(ctx, i)?;
+    let dealloc = ctx.set[i].dealloc_read;
+    let size = block_size(bs)?;
+    let per_cmd = blocks_per_command(ctx, bs);
+    let mut lba = first;
+    while lba < first + count {
+        let n = per_cmd.min(first + count - lba);
+        let mut buf = vec![0u8; (n * bs) as usize];
+        let what = format!("Read NSID {nsid} SLBA {lba:#x} NLB {}", n - 1);
+        let c = ctx.io(&what, nvm::read(nsid, lba, (n - 1) as u16), Data::FromDevice(&mut buf))?;
+        if !c.status().is_success() {
+            return Err(ctx.fail(what, c.status().to_string(), "Successful Completion (a read inside the namespace)"));
+        }
+        match judge_range(&buf, nsid, lba, size, &ctx.map, dealloc) {
+            Ok(()) => {}
+            Err(JudgeError::Mismatch(m)) => {
+                let expected = describe_expectation(m.expected, dealloc);
+                return Err(ctx.fail(what, m.to_string(), expected));
+            }
+            Err(JudgeError::Layout(e)) => return Err(StepError::Error(e.to_string())),
+        }
+        lba += n;
+    }
+    Ok(())
+}
+
+fn describe_expectation(e: Expectation, dealloc: DeallocatedRead) -> String {
+    match e {
+        Expectation::Written { generation, .. } => format!("the data of write generation {generation}"),
+        Expectation::Zeroes => "all zeroes (Write Zeroes)".into(),
+        Expectation::Deallocated => match dealloc {
+            DeallocatedRead::Zeroes => "all zeroes (deallocated, DLFEAT 001b)".into(),
+            DeallocatedRead::Ones => "all ones (deallocated, DLFEAT 010b)".into(),
+            DeallocatedRead::NotReported => "any data (deallocated, DLFEAT not reported)".into(),
+        },
+        Expectation::Unknown => "anything (not judged)".into(),
+    }
+}
+
+/// `io`: one raw command with an expected status.
+pub fn raw(
+    ctx: &mut CaseContext<'_>,
+    ns: &NsRef,
+    op: IoOp,
+    lba: &Lba,
+    blocks: &Param<u32>,
+    expect: Option<&Expect>,
+) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let (nsid, nsze, bs) = match target {
+        NsTarget::Member(i) => member(ctx, i)?,
+        NsTarget::Raw(nsid) => (nsid, 0, 4096),
+    };
+    let first = match (target, lba) {
+        (NsTarget::Raw(_), Lba::At(p)) => param(p)?,
+        (NsTarget::Raw(_), _) => {
+            return Err(StepError::Error("a named LBA needs a namespace of the set".into()));
+        }
+        (NsTarget::Member(_), l) => resolve::lba(l, nsze)?,
+    };
+    let n = param(blocks)? as u64;
+    if n == 0 || n > 65536 {
+        return Err(StepError::Error(format!("blocks: {n} does not fit NLB (1 to 65536 blocks)")));
+    }
+    let nlb = (n - 1) as u16;
+    let mut buf = vec![0u8; (n * bs) as usize];
+    let generation = ctx.map.next_generation();
+    let (what, cmd, data) = match op {
+        IoOp::Read => (format!("Read NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"), nvm::read(nsid, first, nlb), Data::FromDevice(&mut buf)),
+        IoOp::Write => {
+            if let Ok(size) = block_size(bs) {
+                let tag = BlockTag { nsid, lba: first, generation, seed: ctx.seed, block_size: size };
+                fill_blocks(&mut buf, &tag).map_err(|e| StepError::Error(e.to_string()))?;
+            }
+            (format!("Write NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"), nvm::write(nsid, first, nlb, false), Data::ToDevice(&buf))
+        }
+        IoOp::Compare => (format!("Compare NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"), nvm::compare(nsid, first, nlb), Data::ToDevice(&buf)),
+        IoOp::WriteZeroes => (
+            format!("Write Zeroes NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
+            nvm::write_zeroes(nsid, first, nlb, false),
+            Data::None,
+        ),
+        IoOp::Flush => (format!("Flush NSID {nsid:#x}"), nvm::flush(nsid), Data::None),
+    };
+    let c = ctx.io(&what, cmd, data)?;
+    if c.status().is_success() {
+        record_success(ctx, target, op, first, n, generation);
+    }
+    ctx.expect(&what, &c, expect)
+}
+
+/// After a raw command succeeded, the map learns what it did (so a later verify judges
+/// exactly, even where the success itself was a violation).
+fn record_success(ctx: &mut CaseContext<'_>, target: NsTarget, op: IoOp, first: u64, n: u64, generation: u64) {
+    let NsTarget::Member(i) = target else { return };
+    let nsid = ctx.set[i].nsid;
+    match op {
+        IoOp::Write => ctx.map.record_write(nsid, first, n, generation, ctx.seed),
+        IoOp::WriteZeroes => ctx.map.record_zeroes(nsid, first, n),
+        IoOp::Read | IoOp::Compare | IoOp::Flush => {}
+    }
+}
+
+/// `io_beyond_mdts`: one block more than MDTS allows.
+pub fn beyond_mdts(ctx: &mut CaseContext<'_>, ns: &NsRef, op: IoOp, expect: Option<&Expect>) -> StepResult {
+    let Some(mdts) = ctx.facts.mdts_bytes else {
+        return Err(StepError::Skip("MDTS is 0: the controller reports no transfer size limit to exceed".into()));
+    };
+    let target = resolve::ns_one(ctx, ns)?;
+    let NsTarget::Member(i) = target else {
+        return Err(StepError::Error("io_beyond_mdts needs a namespace of the set".into()));
+    };
+    let (nsid, nsze, bs) = member(ctx, i)?;
+    let n = mdts / bs + 1;
+    if n > 65536 || n > nsze {
+        return Err(StepError::Skip(format!(
+            "MDTS ({mdts} bytes) + 1 block is more than one command or the namespace can address"
+        )));
+    }
+    let nlb = (n - 1) as u16;
+    let mut buf = vec![0u8; (n * bs) as usize];
+    let (what, cmd, data) = match op {
+        IoOp::Read => (
+            format!("Read NSID {nsid} SLBA 0 NLB {nlb} ({} bytes, MDTS {mdts} bytes)", n * bs),
+            nvm::read(nsid, 0, nlb),
+            Data::FromDevice(&mut buf),
+        ),
+        IoOp::Write => {
+            let generation = ctx.map.next_generation();
+            let tag = BlockTag { nsid, lba: 0, generation, seed: ctx.seed, block_size: block_size(bs)? };
+            fill_blocks(&mut buf, &tag).map_err(|e| StepError::Error(e.to_string()))?;
+            ctx.map.forget(nsid, 0, n);
+            (
+                format!("Write NSID {nsid} SLBA 0 NLB {nlb} ({} bytes, MDTS {mdts} bytes)", n * bs),
+                nvm::write(nsid, 0, nlb, false),
+                Data::ToDevice(&buf),
+            )
+        }
+        other => return Err(StepError::Error(format!("io_beyond_mdts moves data: {other:?} does not"))),
+    };
+    let c = ctx.io(&what, cmd, data)?;
+    ctx.expect(&what, &c, expect)
+}
+
+/// `deallocate`: Dataset Management with AD over the ranges given.
+pub fn deallocate(ctx: &mut CaseContext<'_>, ns: &NsRef, ranges: &Ranges, expect: Option<&Expect>) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let nsze = match target {
+        NsTarget::Member(i) => ctx.set[i].nsze,
+        NsTarget::Raw(_) => 0,
+    };
+    let list: Vec<(u64, u64)> = match ranges {
+        Ranges::List(items) => items
+            .iter()
+            .map(|r| {
+                let first = match (target, &r.lba) {
+                    (NsTarget::Raw(_), Lba::At(p)) => param(p)?,
+                    (NsTarget::Raw(_), _) => {
+                        return Err(StepError::Error("a named LBA needs a namespace of the set".into()))
+                    }
+                    (_, l) => resolve::lba(l, nsze)?,
+                };
+                Ok((first, resolve::blocks(&r.blocks, nsze)?))
+            })
+            .collect::<StepResult<_>>()?,
+        Ranges::Generated { count, blocks, stride, start } => {
+            let (count, blocks, stride) = (param(count)? as u64, param(blocks)? as u64, param(stride)?);
+            (0..count).map(|k| (start + k * stride, blocks)).collect()
+        }
+    };
+    send_deallocate(ctx, target, &list, expect)
+}
+
+/// `deallocate_all`: one Dataset Management command covering LBA 0 to NSZE - 1.
+pub fn deallocate_all(ctx: &mut CaseContext<'_>, ns: &NsRef) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let NsTarget::Member(i) = target else {
+        return Err(StepError::Error("deallocate_all needs a namespace of the set".into()));
+    };
+    let nsze = ctx.set[i].nsze;
+    let mut list = Vec::new();
+    let mut lba = 0;
+    while lba < nsze {
+        let n = (nsze - lba).min(u32::MAX as u64);
+        list.push((lba, n));
+        lba += n;
+    }
+    send_deallocate(ctx, target, &list, None)
+}
+
+fn send_deallocate(ctx: &mut CaseContext<'_>, target: NsTarget, list: &[(u64, u64)], expect: Option<&Expect>) -> StepResult {
+    let nsid = target.nsid(ctx);
+    let mut ranges = Vec::with_capacity(list.len());
+    for &(first, count) in list {
+        let length = u32::try_from(count)
+            .map_err(|_| StepError::Error(format!("a range of {count} blocks does not fit a DSM range")))?;
+        ranges.push(DsmRange::new(first, length));
+    }
+    let cmd = dataset_management(nsid, ranges.len(), DsmAttributes::new().with_ad(true))
+        .map_err(|e| StepError::Error(e.to_string()))?;
+    let data = DsmRange::encode_list(&ranges);
+    let shown: Vec<String> = list.iter().take(4).map(|(f, c)| format!("{f:#x}+{c}")).collect();
+    let more = if list.len() > 4 { format!(" … ({} ranges)", list.len()) } else { String::new() };
+    let what = format!("Dataset Management AD NSID {nsid:#x} ranges [{}]{more}", shown.join(", "));
+    let c = ctx.io(&what, cmd, Data::ToDevice(&data))?;
+    if c.status().is_success() {
+        if let NsTarget::Member(i) = target {
+            let nsze = ctx.set[i].nsze;
+            for &(first, count) in list {
+                let count = count.min(nsze.saturating_sub(first));
+                ctx.map.record_deallocate(nsid, first, count);
+            }
+        }
+    }
+    ctx.expect(&what, &c, expect)
+}
+
+/// `write_zeroes`.
+pub fn write_zeroes(
+    ctx: &mut CaseContext<'_>,
+    ns: &NsRef,
+    lba: &Lba,
+    blocks: &Param<u32>,
+    deac: bool,
+    expect: Option<&Expect>,
+) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let NsTarget::Member(i) = target else {
+        return Err(StepError::Error("write_zeroes needs a namespace of the set".into()));
+    };
+    let (nsid, nsze, _) = member(ctx, i)?;
+    let first = resolve::lba(lba, nsze)?;
+    let n = param(blocks)? as u64;
+    if n == 0 || n > 65536 {
+        return Err(StepError::Error(format!("blocks: {n} does not fit NLB (1 to 65536 blocks)")));
+    }
+    let what = format!("Write Zeroes NSID {nsid} SLBA {first:#x} NLB {}{}", n - 1, if deac { " DEAC" } else { "" });
+    let c = ctx.io(&what, nvm::write_zeroes(nsid, first, (n - 1) as u16, deac), Data::None)?;
+    if c.status().is_success() {
+        let count = n.min(nsze.saturating_sub(first));
+        ctx.map.record_zeroes(nsid, first, count);
+    }
+    ctx.expect(&what, &c, expect)
+}
+
+/// `flush`.
+pub fn flush(ctx: &mut CaseContext<'_>, ns: &NsRef) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let nsid = target.nsid(ctx);
+    let what = format!("Flush NSID {nsid:#x}");
+    let c = ctx.io(&what, nvm::flush(nsid), Data::None)?;
+    ctx.expect(&what, &c, None)
+}
+
+/// `compare`: against what the map says the blocks hold (or altered data, expecting
+/// Compare Failure).
+pub fn compare(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Param<u32>, mismatch: bool) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let NsTarget::Member(i) = target else {
+        return Err(StepError::Error("compare needs a namespace of the set".into()));
+    };
+    let (nsid, nsze, bs) = member(ctx, i)?;
+    let first = resolve::lba(lba, nsze)?;
+    let n = param(blocks)? as u64;
+    if n == 0 || n > 65536 {
+        return Err(StepError::Error(format!("blocks: {n} does not fit NLB (1 to 65536 blocks)")));
+    }
+    let size = block_size(bs)?;
+    let mut buf = vec![0u8; (n * bs) as usize];
+    for (k, block) in buf.chunks_exact_mut(bs as usize).enumerate() {
+        let lba = first + k as u64;
+        match ctx.map.state_at(nsid, lba) {
+            Expectation::Written { generation, seed } => {
+                let tag = BlockTag { nsid, lba, generation, seed, block_size: size };
+                fill_blocks(block, &tag).map_err(|e| StepError::Error(e.to_string()))?;
+            }
+            Expectation::Zeroes => {}
+            Expectation::Deallocated if ctx.set[i].dealloc_read == DeallocatedRead::Zeroes => {}
+            Expectation::Deallocated if ctx.set[i].dealloc_read == DeallocatedRead::Ones => block.fill(0xFF),
+            _ => {
+                return Err(StepError::Error(format!("compare needs known data; LBA {lba:#x} of NSID {nsid} is not")));
+            }
+        }
+    }
+    if mismatch {
+        buf[bs as usize / 2] ^= 0x5A;
+    }
+    let what = format!("Compare NSID {nsid} SLBA {first:#x} NLB {}{}", n - 1, if mismatch { " (altered data)" } else { "" });
+    let c = ctx.io(&what, nvm::compare(nsid, first, (n - 1) as u16), Data::ToDevice(&buf))?;
+    let expected = if mismatch { Expect::One("Compare Failure".into()) } else { Expect::One("success".into()) };
+    ctx.expect(&what, &c, Some(&expected))
+}
+
+/// A member's NSID, NSZE and LBA data size, requiring it to be attached.
+fn member(ctx: &CaseContext<'_>, i: usize) -> StepResult<(u32, u64, u64)> {
+    let e = &ctx.set[i];
+    if e.block_size == 0 {
+        return Err(StepError::Error(format!("NSID {} has no usable LBA format (see lba_formats)", e.nsid)));
+    }
+    Ok((e.nsid, e.nsze, e.block_size))
+}
+
+fn block_size(bs: u64) -> StepResult<BlockSize> {
+    BlockSize::new(bs as u32).map_err(|e| StepError::Error(e.to_string()))
+}
+
+/// Blocks per command: MDTS (or 256 KiB when larger or unlimited), at most 65536.
+fn blocks_per_command(ctx: &CaseContext<'_>, bs: u64) -> u64 {
+    let limit = ctx.facts.mdts_bytes.unwrap_or(MAX_CHUNK_BYTES).min(MAX_CHUNK_BYTES);
+    (limit / bs).clamp(1, 65536)
+}
+

@@ -1,0 +1,327 @@
+//! Namespace steps: setting up the case's namespace set, Namespace Management create and
+//! delete, Namespace Attachment, Format NVM.
+
+use nvme::device::Data;
+use nvme::spec::identify::{identify, Cns, ControllerList, Dps, Flbas, IdentifyController, IdentifyNamespace, Nmic};
+use nvme::spec::namespace::{
+    created_nsid, format_nvm, namespace_attach, namespace_create, namespace_delete, namespace_detach, FormatNvm,
+    ALL_NAMESPACES,
+};
+use zerocopy::{FromZeros, IntoBytes};
+
+use super::resolve::{self, param, NsTarget};
+use super::{CaseContext, StepError, StepResult};
+use crate::data::judge::DeallocatedRead;
+use crate::rules;
+use crate::suite::model::{Blocks, BlocksName, Expect, NsRef, Param};
+
+/// A namespace of the case's set, as nvtest believes it to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NsEntry {
+    pub nsid: u32,
+    /// The LBA data size the case asked for (0 when it took an existing namespace as is).
+    pub requested_block_size: u64,
+    /// The LBA data size the namespace reports (Identify Namespace, format in use).
+    pub block_size: u64,
+    pub nsze: u64,
+    pub allocated: bool,
+    pub attached: bool,
+    /// What reads of deallocated blocks return (DLFEAT bits 2:0).
+    pub dealloc_read: DeallocatedRead,
+}
+
+/// `use_namespaces`: the case's namespace set.
+pub fn use_namespaces(
+    ctx: &mut CaseContext<'_>,
+    count: &Param<u32>,
+    lbads: &[Param<u32>],
+    blocks: &Param<u64>,
+) -> StepResult {
+    let count = param(count)? as usize;
+    let sizes = lbads.iter().map(param).collect::<StepResult<Vec<u32>>>()?;
+    if sizes.is_empty() {
+        return Err(StepError::Error("use_namespaces needs at least one LBA data size".into()));
+    }
+    let blocks = param(blocks)?;
+    ctx.set.clear();
+    ctx.map.reset_all();
+    if ctx.facts.namespace_management() {
+        delete_all(ctx)?;
+        for i in 0..count {
+            let size = sizes[i % sizes.len()] as u64;
+            let index = format_index(ctx, size)?;
+            let nsid = create_checked(ctx, index, blocks, size)?;
+            let what = format!("Namespace Attachment attach NSID {nsid} to CNTLID {}", ctx.facts.cntlid);
+            let c = send_attachment(ctx, &what, nsid, true)?;
+            setup_success(ctx, &what, &c)?;
+            let i = ctx.set.len() - 1;
+            ctx.set[i].attached = true;
+        }
+        ctx.device.namespaces_changed()?;
+        for i in 0..ctx.set.len() {
+            refresh(ctx, i)?;
+        }
+        return Ok(());
+    }
+    // Without Namespace Management: take existing active namespaces of the sizes asked for.
+    let active = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?;
+    let mut candidates = Vec::new();
+    for nsid in active {
+        let ns = identify_namespace(ctx, nsid)?;
+        candidates.push((nsid, ns.lba_data_size().unwrap_or(0)));
+    }
+    for i in 0..count {
+        let size = sizes[i % sizes.len()] as u64;
+        let Some(pos) = candidates.iter().position(|&(_, s)| s == size) else {
+            return Err(StepError::Skip(format!(
+                "no Namespace Management (OACS bit 3) and too few active namespaces with {size}-byte LBAs \
+                 (the case needs {count} namespaces of sizes {sizes:?})"
+            )));
+        };
+        let (nsid, _) = candidates.remove(pos);
+        ctx.set.push(NsEntry {
+            nsid,
+            requested_block_size: size,
+            block_size: size,
+            nsze: 0,
+            allocated: true,
+            attached: true,
+            dealloc_read: DeallocatedRead::NotReported,
+        });
+        let i = ctx.set.len() - 1;
+        refresh(ctx, i)?;
+    }
+    Ok(())
+}
+
+/// `delete_all_namespaces`: Namespace Management delete with NSID FFFFFFFFh.
+pub fn delete_all(ctx: &mut CaseContext<'_>) -> StepResult {
+    let what = "Namespace Management delete NSID FFFFFFFFh (all)";
+    let c = ctx.admin(what, namespace_delete(ALL_NAMESPACES), Data::None)?;
+    setup_success(ctx, what, &c)?;
+    for entry in &mut ctx.set {
+        entry.allocated = false;
+        entry.attached = false;
+    }
+    ctx.map.reset_all();
+    ctx.device.namespaces_changed()?;
+    Ok(())
+}
+
+/// `create_namespace`.
+pub fn create(
+    ctx: &mut CaseContext<'_>,
+    lbads: Option<&Param<u32>>,
+    lbaf: Option<&Param<u8>>,
+    blocks: &Blocks,
+    expect: Option<&Expect>,
+) -> StepResult {
+    let (index, size) = match (lbads, lbaf) {
+        (Some(l), None) => {
+            let size = param(l)? as u64;
+            (format_index(ctx, size)?, size)
+        }
+        (None, Some(f)) => {
+            let index = param(f)?;
+            let supported = ctx.facts.formats.len();
+            if (index as usize) < supported {
+                return Err(StepError::Skip(format!(
+                    "LBA format index {index} is supported (NLBAF + 1 = {supported}); no unsupported index to send"
+                )));
+            }
+            (index, 512)
+        }
+        _ => return Err(StepError::Error("create_namespace takes exactly one of lbads and lbaf".into())),
+    };
+    let nsze = match blocks {
+        Blocks::Named(BlocksName::Remaining) => unallocated_blocks(ctx, size)?,
+        Blocks::Named(BlocksName::MoreThanRemaining) => unallocated_blocks(ctx, size)? + 1,
+        other => resolve::blocks(other, 0)?,
+    };
+    let (what, c) = send_create(ctx, index, nsze)?;
+    ctx.expect(&what, &c, expect)?;
+    if c.status().is_success() {
+        push_created(ctx, created_nsid(&c), size, nsze);
+    }
+    Ok(())
+}
+
+/// `create_until_full`: creates and attaches namespaces until every NSID up to NN is allocated.
+pub fn create_until_full(ctx: &mut CaseContext<'_>, lbads: &Param<u32>, blocks: &Param<u64>) -> StepResult {
+    let size = param(lbads)? as u64;
+    let blocks = param(blocks)?;
+    let index = format_index(ctx, size)?;
+    let allocated = resolve::namespace_list(ctx, Cns::AllocatedNamespaceList)?.len() as u32;
+    for _ in allocated..ctx.facts.nn {
+        let nsid = create_checked(ctx, index, blocks, size)?;
+        let what = format!("Namespace Attachment attach NSID {nsid}");
+        let c = send_attachment(ctx, &what, nsid, true)?;
+        setup_success(ctx, &what, &c)?;
+        let i = ctx.set.len() - 1;
+        ctx.set[i].attached = true;
+    }
+    ctx.device.namespaces_changed()?;
+    Ok(())
+}
+
+/// `delete_namespace`.
+pub fn delete(ctx: &mut CaseContext<'_>, ns: &NsRef, expect: Option<&Expect>) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let nsid = target.nsid(ctx);
+    let what = format!("Namespace Management delete NSID {nsid:#x}");
+    let c = ctx.admin(&what, namespace_delete(nsid), Data::None)?;
+    ctx.expect(&what, &c, expect)?;
+    if c.status().is_success() {
+        if let NsTarget::Member(i) = target {
+            ctx.set[i].allocated = false;
+            ctx.set[i].attached = false;
+        }
+        ctx.map.reset_namespace(nsid);
+        ctx.device.namespaces_changed()?;
+    }
+    Ok(())
+}
+
+/// `attach` (`attach == true`) and `detach`: Namespace Attachment for this controller.
+pub fn attach(ctx: &mut CaseContext<'_>, ns: &NsRef, attach: bool, expect: Option<&Expect>) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let nsid = target.nsid(ctx);
+    let verb = if attach { "attach" } else { "detach" };
+    let what = format!("Namespace Attachment {verb} NSID {nsid:#x} to/from CNTLID {}", ctx.facts.cntlid);
+    let c = send_attachment(ctx, &what, nsid, attach)?;
+    ctx.expect(&what, &c, expect)?;
+    if c.status().is_success() {
+        if let NsTarget::Member(i) = target {
+            ctx.set[i].attached = attach;
+        }
+        ctx.device.namespaces_changed()?;
+    }
+    Ok(())
+}
+
+/// `format`: Format NVM of one namespace to a format given by data size or raw index.
+pub fn format(
+    ctx: &mut CaseContext<'_>,
+    ns: &NsRef,
+    lbads: Option<&Param<u32>>,
+    lbaf: Option<&Param<u8>>,
+    expect: Option<&Expect>,
+) -> StepResult {
+    let target = resolve::ns_one(ctx, ns)?;
+    let nsid = target.nsid(ctx);
+    let (index, size) = match (lbads, lbaf) {
+        (Some(l), None) => {
+            let size = param(l)? as u64;
+            (format_index(ctx, size)?, Some(size))
+        }
+        (None, Some(f)) => {
+            let index = param(f)?;
+            let supported = ctx.facts.formats.len();
+            if (index as usize) < supported {
+                return Err(StepError::Skip(format!(
+                    "LBA format index {index} is supported (NLBAF + 1 = {supported}); no unsupported index to send"
+                )));
+            }
+            (index, None)
+        }
+        _ => return Err(StepError::Error("format takes exactly one of lbads and lbaf".into())),
+    };
+    let what = format!("Format NVM NSID {nsid:#x} LBAF {index} SES 0");
+    let c = ctx.admin(&what, format_nvm(nsid, FormatNvm::new().with_lbaf(index)), Data::None)?;
+    ctx.expect(&what, &c, expect)?;
+    if c.status().is_success() {
+        ctx.map.reset_namespace(nsid);
+        ctx.device.namespaces_changed()?;
+        if let NsTarget::Member(i) = target {
+            if let Some(size) = size {
+                ctx.set[i].requested_block_size = size;
+            }
+            refresh(ctx, i)?;
+        }
+    }
+    Ok(())
+}
+
+/// Identify Namespace (CNS 00h) of `nsid`, requiring success.
+pub fn identify_namespace(ctx: &mut CaseContext<'_>, nsid: u32) -> StepResult<IdentifyNamespace> {
+    let mut ns = IdentifyNamespace::new_zeroed();
+    let what = format!("Identify Namespace NSID {nsid}");
+    let c = ctx.admin(&what, identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))?;
+    ctx.require_success(&what, &c)?;
+    Ok(ns)
+}
+
+/// Re-reads a member's size, format and DLFEAT from Identify Namespace.
+pub fn refresh(ctx: &mut CaseContext<'_>, i: usize) -> StepResult {
+    let nsid = ctx.set[i].nsid;
+    let ns = identify_namespace(ctx, nsid)?;
+    let entry = &mut ctx.set[i];
+    entry.nsze = ns.nsze;
+    entry.block_size = ns.lba_data_size().unwrap_or(0);
+    entry.dealloc_read = DeallocatedRead::from_dlfeat(ns.dlfeat.into_bits());
+    Ok(())
+}
+
+fn format_index(ctx: &CaseContext<'_>, size: u64) -> StepResult<u8> {
+    ctx.facts
+        .format_index(size)
+        .ok_or_else(|| StepError::Skip(format!("no LBA format with {size}-byte data is supported")))
+}
+
+fn unallocated_blocks(ctx: &mut CaseContext<'_>, block_size: u64) -> StepResult<u64> {
+    let mut ctrl = IdentifyController::new_zeroed();
+    let what = "Identify Controller (UNVMCAP)";
+    let c = ctx.admin(what, identify(Cns::Controller, 0, 0), Data::FromDevice(ctrl.as_mut_bytes()))?;
+    ctx.require_success(what, &c)?;
+    Ok((ctrl.unvmcap() / block_size as u128).min(u64::MAX as u128 - 1) as u64)
+}
+
+fn send_create(ctx: &mut CaseContext<'_>, index: u8, nsze: u64) -> StepResult<(String, nvme::spec::Completion)> {
+    let data = IdentifyNamespace::for_create(nsze, nsze, Flbas::new().with_format(index), Dps::new(), Nmic::new());
+    let what = format!("Namespace Management create NSZE=NCAP={nsze} FLBAS {index}");
+    let c = ctx.admin(&what, namespace_create(), Data::ToDevice(data.as_bytes()))?;
+    Ok((what, c))
+}
+
+/// Creates a namespace the case depends on: any error fails the setup rule.
+fn create_checked(ctx: &mut CaseContext<'_>, index: u8, nsze: u64, size: u64) -> StepResult<u32> {
+    let (what, c) = send_create(ctx, index, nsze)?;
+    setup_success(ctx, &what, &c)?;
+    let nsid = created_nsid(&c);
+    if nsid == 0 || nsid > ctx.facts.nn {
+        return Err(ctx.fail_rule(
+            rules::namespace_setup(),
+            what,
+            format!("created NSID {nsid:#x} (CQE DW0)"),
+            format!("an NSID in 1..={}", ctx.facts.nn),
+        ));
+    }
+    push_created(ctx, nsid, size, nsze);
+    Ok(nsid)
+}
+
+fn push_created(ctx: &mut CaseContext<'_>, nsid: u32, size: u64, nsze: u64) {
+    ctx.map.reset_namespace(nsid);
+    ctx.set.push(NsEntry {
+        nsid,
+        requested_block_size: size,
+        block_size: size,
+        nsze,
+        allocated: true,
+        attached: false,
+        dealloc_read: DeallocatedRead::NotReported,
+    });
+}
+
+fn send_attachment(ctx: &mut CaseContext<'_>, what: &str, nsid: u32, attach: bool) -> StepResult<nvme::spec::Completion> {
+    let list = ControllerList::from_ids(&[ctx.facts.cntlid]).map_err(|e| StepError::Error(e.to_string()))?;
+    let cmd = if attach { namespace_attach(nsid) } else { namespace_detach(nsid) };
+    ctx.admin(what, cmd, Data::ToDevice(list.as_bytes()))
+}
+
+fn setup_success(ctx: &CaseContext<'_>, what: &str, c: &nvme::spec::Completion) -> StepResult {
+    if c.status().is_success() {
+        return Ok(());
+    }
+    Err(ctx.fail_rule(rules::namespace_setup(), what, c.status().to_string(), "Successful Completion"))
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone on Debian bookworm (run as root, or with sudo
+# available for the installs). Installs what the tests need when it is missing, then:
+# formatting, clippy (warnings are errors), every crate's tests, and nvtest's main job on
+# both simulated profiles. A missing dependency is a failure, never a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n==> %s\n' "$*"; }
+
+need_apt=()
+command -v fio >/dev/null || need_apt+=(fio)
+command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+if ((${#need_apt[@]})); then
+  log "installing ${need_apt[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+if ! python3 -c 'import junitparser' 2>/dev/null; then
+  log "installing junitparser (Python) for the JUnit consumer test"
+  python3 -m pip install -q junitparser || python3 -m pip install -q --break-system-packages junitparser
+fi
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --release -- -D warnings
+
+log "cargo test"
+cargo test --workspace --release
+
+log "nvtest main job on the simulated drive (both profiles)"
+for profile in enterprise-1.4 enterprise-1.2a; do
+  target/release/nvtest --suite namespaces --suite trim --junit "reports/sim-$profile.xml" "sim:$profile"
+done
+log "all tests passed"
