@@ -1,4 +1,141 @@
-//! (to be written)
+//! The command line: `nvtest [--suite NAME|PATH.yaml]... [--junit PATH] [--list]
+//! [--filter TEXT] [--exact] [TARGET]`, and `nvtest schema`.
+//!
+//! Order of work: parse the arguments, find and load every suite (all are validated
+//! before anything else), and only then open the target. Exit status: 0 nothing failed,
+//! 1 a case failed or errored, 2 usage, suite, profile or target-open errors.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::run::{self, RunOptions};
+use crate::suite::{self, locate, LoadedSuite};
+use crate::target::TargetSpec;
+
+/// Nothing failed.
+pub const EXIT_OK: i32 = 0;
+/// A case failed or errored.
+pub const EXIT_FAILED: i32 = 1;
+/// Usage, suite, profile or target-open error: nvtest could not do its job.
+pub const EXIT_USAGE: i32 = 2;
+
+/// nvtest: checks an NVMe controller against NVMe 1.2a / 1.4, case by case.
+#[derive(Debug, Parser)]
+#[command(name = "nvtest", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Prints the JSON Schema of suite files (generated from the suite vocabulary).
+    Schema,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A suite: a NAME in suites/ or a PATH.yaml; repeat for several. Default: every suite in suites/.
+    #[arg(long = "suite", value_name = "NAME|PATH.yaml")]
+    pub suites: Vec<String>,
+    /// Writes a JUnit XML report here (its directory is created).
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+    /// Lists the cases (SUITE::CASE) without opening the target.
+    #[arg(long)]
+    pub list: bool,
+    /// Runs only the cases whose SUITE::CASE name contains TEXT.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    /// With --filter: the name must equal TEXT.
+    #[arg(long, requires = "filter")]
+    pub exact: bool,
+    /// The device: `sim` (default), `sim:PROFILE` or `sim:PATH.yaml`.
+    #[arg(value_name = "TARGET", value_parser = TargetSpec::parse)]
+    pub target: Option<TargetSpec>,
+}
+
+/// The binary's entry point: runs with the process arguments, returns the exit status.
 pub fn main() -> i32 {
-    0
+    main_with(std::env::args_os())
+}
+
+/// Runs with these arguments (the first is the program name); returns the exit status.
+pub fn main_with<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    match cli.command {
+        Some(Command::Schema) => {
+            println!("{}", suite::json_schema());
+            EXIT_OK
+        }
+        None => run_suites(cli.run),
+    }
+}
+
+fn run_suites(args: RunArgs) -> i32 {
+    let suites = match load_suites(&args.suites) {
+        Ok(suites) => suites,
+        Err(message) => {
+            eprintln!("{message}");
+            return EXIT_USAGE;
+        }
+    };
+    let options = RunOptions {
+        target: args.target.unwrap_or_else(|| TargetSpec::SimProfile(crate::target::DEFAULT_SIM_PROFILE.to_string())),
+        filter: args.filter,
+        exact: args.exact,
+        list: args.list,
+        junit: args.junit,
+    };
+    match run::run(&suites, &options) {
+        Ok(summary) if summary.has_failed() => EXIT_FAILED,
+        Ok(_) => EXIT_OK,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_USAGE
+        }
+    }
+}
+
+/// Finds, loads and validates every suite asked for; the error is the full diagnostic.
+pub fn load_suites(arguments: &[String]) -> Result<Vec<LoadedSuite>, String> {
+    let files = locate::resolve(arguments, locate::suites_dir).map_err(|e| format!("error: {e}"))?;
+    let mut suites: Vec<LoadedSuite> = Vec::new();
+    let mut errors = Vec::new();
+    for file in files {
+        match suite::load_file(&file.path, file.expected_name.as_deref()) {
+            Ok(loaded) => {
+                if let Some(other) = suites.iter().find(|s| s.suite.name == loaded.suite.name) {
+                    errors.push(format!(
+                        "error: suite `{}` is loaded twice: {} and {}",
+                        loaded.suite.name,
+                        other.path.display(),
+                        loaded.path.display()
+                    ));
+                } else {
+                    suites.push(loaded);
+                }
+            }
+            Err(e) => errors.push(e.render()),
+        }
+    }
+    if errors.is_empty() {
+        Ok(suites)
+    } else {
+        Err(errors.join("\n\n"))
+    }
 }

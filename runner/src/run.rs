@@ -1,1 +1,448 @@
-//! (to be written)
+//! Running loaded suites on one device: one libtest-mimic trial per expanded case, named
+//! `SUITE::CASE`, run one at a time. A device thread owns the session (so the session
+//! needs not be `Send`): it opens the target, then executes the cases the trials hand it,
+//! one at a time, timing each and turning a panic into an error verdict. Every outcome is
+//! recorded for the reports; the console shows the device identity first, and at the end
+//! the expected failures and where the JUnit report went.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
+
+use crate::exec::{DeviceIdentity, Session};
+use crate::report::{junit, CaseResult, RunResults};
+use crate::suite::{ExpandedCase, LoadedSuite};
+use crate::target::TargetSpec;
+use crate::verdict::{CaseOutcome, Verdict};
+
+/// What the command line asks of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    pub target: TargetSpec,
+    /// Substring of `SUITE::CASE` (or the whole name with `exact`).
+    pub filter: Option<String>,
+    pub exact: bool,
+    /// List the cases instead of running them; no device is opened.
+    pub list: bool,
+    pub junit: Option<PathBuf>,
+}
+
+/// What executes cases on one device: [`Session`], or a stand-in in tests.
+pub trait CaseRunner {
+    fn identity(&self) -> DeviceIdentity;
+    fn run_case(&mut self, case: &ExpandedCase) -> CaseOutcome;
+}
+
+impl CaseRunner for Session {
+    fn identity(&self) -> DeviceIdentity {
+        Session::identity(self).clone()
+    }
+
+    fn run_case(&mut self, case: &ExpandedCase) -> CaseOutcome {
+        Session::run_case(self, case)
+    }
+}
+
+/// Why a run could not do its job (exit status 2), as one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunError {
+    /// The target did not open.
+    Target(String),
+    /// The JUnit report could not be written.
+    Report(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Target(e) | RunError::Report(e) => f.write_str(e),
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug)]
+pub struct RunSummary {
+    pub results: RunResults,
+    /// libtest-mimic's counts, as the console showed them.
+    pub conclusion: Conclusion,
+}
+
+impl RunSummary {
+    /// Whether a case failed or errored (exit status 1).
+    pub fn has_failed(&self) -> bool {
+        self.results.cases.iter().any(|c| c.outcome.verdict.is_failure())
+    }
+}
+
+/// The trial name of a case: `SUITE::CASE`.
+pub fn trial_name(case: &ExpandedCase) -> String {
+    format!("{}::{}", case.suite, case.name)
+}
+
+/// libtest-mimic's arguments for our options: one thread, our filter.
+pub fn arguments(options: &RunOptions) -> Arguments {
+    Arguments {
+        filter: options.filter.clone(),
+        exact: options.exact,
+        list: options.list,
+        test_threads: Some(1),
+        ..Arguments::default()
+    }
+}
+
+/// Prints `SUITE::CASE: test` for every case the filter keeps. Opens nothing.
+pub fn list(suites: &[LoadedSuite], options: &RunOptions) {
+    let mut args = arguments(options);
+    args.list = true;
+    let trials = cases(suites).map(|case| Trial::test(trial_name(case), || Ok(()))).collect();
+    let _ = libtest_mimic::run(&args, trials);
+}
+
+/// Opens the target and runs the suites on it.
+pub fn run(suites: &[LoadedSuite], options: &RunOptions) -> Result<RunSummary, RunError> {
+    let target = options.target.clone();
+    run_with(suites, options, move || Session::open(&target))
+}
+
+/// Runs the suites on the device `open` gives, in a device thread of its own.
+pub fn run_with<R, F>(suites: &[LoadedSuite], options: &RunOptions, open: F) -> Result<RunSummary, RunError>
+where
+    R: CaseRunner + 'static,
+    F: FnOnce() -> Result<R, String> + Send + 'static,
+{
+    if options.list {
+        list(suites, options);
+        let results = RunResults::new(DeviceIdentity::default(), suites);
+        return Ok(RunSummary { results, conclusion: empty_conclusion() });
+    }
+    let device = Device::start(open).map_err(RunError::Target)?;
+    print_identity(&device.identity);
+
+    let records: Arc<Mutex<Vec<(usize, CaseResult)>>> = Arc::default();
+    let trials = cases(suites)
+        .enumerate()
+        .map(|(index, case)| trial(index, case.clone(), device.jobs.clone(), records.clone()))
+        .collect();
+    let mut results = RunResults::new(device.identity.clone(), suites);
+    let conclusion = libtest_mimic::run(&arguments(options), trials);
+    device.stop();
+
+    let mut records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
+    records.sort_by_key(|(index, _)| *index);
+    results.cases = records.into_iter().map(|(_, r)| r).collect();
+
+    print_expected_failures(&results);
+    if let Some(path) = &options.junit {
+        junit::write(path, &results).map_err(RunError::Report)?;
+        let c = results.counts();
+        println!(
+            "JUnit report: {} ({} cases: {} passed, {} failed, {} errors, {} skipped, {} expected failures)",
+            path.display(),
+            c.total(),
+            c.passed,
+            c.failed,
+            c.errors,
+            c.skipped,
+            c.expected_failures
+        );
+    } else {
+        println!("JUnit report: not written (give --junit PATH)");
+    }
+    Ok(RunSummary { results, conclusion })
+}
+
+fn cases(suites: &[LoadedSuite]) -> impl Iterator<Item = &ExpandedCase> {
+    suites.iter().flat_map(|s| s.cases.iter())
+}
+
+fn empty_conclusion() -> Conclusion {
+    Conclusion { num_filtered_out: 0, num_passed: 0, num_failed: 0, num_ignored: 0, num_measured: 0 }
+}
+
+/// A case handed to the device thread, and where its outcome goes.
+struct Job {
+    case: ExpandedCase,
+    reply: mpsc::Sender<CaseOutcome>,
+}
+
+/// The device thread: it owns the runner for the whole run.
+struct Device {
+    identity: DeviceIdentity,
+    jobs: mpsc::Sender<Job>,
+    thread: JoinHandle<()>,
+}
+
+impl Device {
+    fn start<R, F>(open: F) -> Result<Device, String>
+    where
+        R: CaseRunner + 'static,
+        F: FnOnce() -> Result<R, String> + Send + 'static,
+    {
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<DeviceIdentity, String>>();
+        let (jobs, jobs_rx) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("nvtest-device".into())
+            .spawn(move || {
+                let mut runner = match catch_unwind(AssertUnwindSafe(open)) {
+                    Ok(Ok(runner)) => runner,
+                    Ok(Err(e)) => return drop(ready_tx.send(Err(e))),
+                    Err(panic) => {
+                        let e = format!("opening the target panicked: {}", panic_text(panic.as_ref()));
+                        return drop(ready_tx.send(Err(e)));
+                    }
+                };
+                if ready_tx.send(Ok(runner.identity())).is_err() {
+                    return;
+                }
+                for job in jobs_rx {
+                    let started = Instant::now();
+                    let outcome = catch_unwind(AssertUnwindSafe(|| runner.run_case(&job.case)));
+                    let mut outcome = outcome.unwrap_or_else(|panic| {
+                        error_outcome(format!("nvtest panicked running the case: {}", panic_text(panic.as_ref())))
+                    });
+                    outcome.duration = started.elapsed();
+                    let _ = job.reply.send(outcome);
+                }
+            })
+            .map_err(|e| format!("cannot start the device thread: {e}"))?;
+        match ready_rx.recv() {
+            Ok(Ok(identity)) => Ok(Device { identity, jobs, thread }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err("the device thread stopped before the target opened".into())
+            }
+        }
+    }
+
+    /// Closes the device: the thread drops the runner and ends.
+    fn stop(self) {
+        drop(self.jobs);
+        let _ = self.thread.join();
+    }
+}
+
+fn trial(
+    index: usize,
+    case: ExpandedCase,
+    jobs: mpsc::Sender<Job>,
+    records: Arc<Mutex<Vec<(usize, CaseResult)>>>,
+) -> Trial {
+    Trial::ignorable_test(trial_name(&case), move || {
+        let (reply, outcome_rx) = mpsc::channel();
+        let (suite, name) = (case.suite.clone(), case.name.clone());
+        let outcome = match jobs.send(Job { case, reply }) {
+            Ok(()) => outcome_rx.recv().unwrap_or_else(|_| error_outcome("the device thread stopped".into())),
+            Err(_) => error_outcome("the device thread stopped".into()),
+        };
+        let completion = completion(&outcome);
+        records.lock().unwrap_or_else(|p| p.into_inner()).push((index, CaseResult { suite, case: name, outcome }));
+        completion
+    })
+}
+
+/// How libtest-mimic shows a verdict: pass and expected failure are ok, a skip is ignored
+/// with its reason, the rest fail with the evidence and the case log.
+pub fn completion(outcome: &CaseOutcome) -> Result<Completion, Failed> {
+    let message = match &outcome.verdict {
+        Verdict::Pass | Verdict::ExpectedFailure { .. } => return Ok(Completion::Completed),
+        Verdict::Skipped(reason) => return Ok(Completion::ignored_with(reason)),
+        Verdict::Fail(failure) => failure.to_string(),
+        Verdict::Error(e) => format!("error (nvtest or the transport, not the drive): {e}"),
+        Verdict::UnexpectedPass { reason } => {
+            format!("unexpected pass: this target's expected findings list the case as failing ({reason})")
+        }
+    };
+    Err(Failed::from(with_log(message, &outcome.log)))
+}
+
+fn with_log(mut message: String, log: &[String]) -> String {
+    if !log.is_empty() {
+        message.push_str("\n  log:");
+        for line in log {
+            message.push_str("\n    ");
+            message.push_str(line);
+        }
+    }
+    message
+}
+
+fn error_outcome(message: String) -> CaseOutcome {
+    CaseOutcome { verdict: Verdict::Error(message), log: Vec::new(), duration: Duration::ZERO }
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+fn print_identity(identity: &DeviceIdentity) {
+    println!("nvtest {} — target {}", env!("CARGO_PKG_VERSION"), identity.target);
+    println!("  model     {}", identity.model);
+    println!("  serial    {}", identity.serial);
+    println!("  firmware  {}", identity.firmware);
+    println!("  NVMe      {}", identity.version);
+}
+
+fn print_expected_failures(results: &RunResults) {
+    let expected: Vec<(&CaseResult, &String)> = results
+        .cases
+        .iter()
+        .filter_map(|c| match &c.outcome.verdict {
+            Verdict::ExpectedFailure { reason, .. } => Some((c, reason)),
+            _ => None,
+        })
+        .collect();
+    if expected.is_empty() {
+        return;
+    }
+    println!("expected failures (deviations this target is known for; counted as ok):");
+    for (case, reason) in expected {
+        println!("    {}::{} — {reason}", case.suite, case.case);
+    }
+    println!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::SuiteInfo;
+    use crate::verdict::{Failure, Rule};
+
+    /// A device that answers each case with the verdict its name asks for.
+    struct Scripted {
+        seen: Vec<String>,
+    }
+
+    impl CaseRunner for Scripted {
+        fn identity(&self) -> DeviceIdentity {
+            DeviceIdentity {
+                target: "scripted".into(),
+                model: "M".into(),
+                serial: "S".into(),
+                firmware: "F".into(),
+                version: "1.4".into(),
+            }
+        }
+
+        fn run_case(&mut self, case: &ExpandedCase) -> CaseOutcome {
+            self.seen.push(case.name.clone());
+            let failure = Failure {
+                rule: Rule { section: "§1".into(), text: "rule".into() },
+                sent: "s".into(),
+                observed: "o".into(),
+                expected: "e".into(),
+            };
+            let verdict = match case.name.as_str() {
+                "pass" => Verdict::Pass,
+                "fail" => Verdict::Fail(failure),
+                "skip" => Verdict::Skipped("OACS bit 3 is 0".into()),
+                "error" => Verdict::Error("transport broke".into()),
+                "known" => Verdict::ExpectedFailure { failure, reason: "quirk".into() },
+                _ => panic!("the scripted device does not know {}", case.name),
+            };
+            CaseOutcome { verdict, log: vec![format!("ran {}", case.name)], duration: Duration::ZERO }
+        }
+    }
+
+    fn suite(names: &[&str]) -> LoadedSuite {
+        LoadedSuite {
+            path: "s.yaml".into(),
+            suite: SuiteInfo { name: "s".into(), title: "t".into(), spec: vec![], destructive: false },
+            cases: names
+                .iter()
+                .map(|n| ExpandedCase {
+                    suite: "s".into(),
+                    name: n.to_string(),
+                    title: String::new(),
+                    rule: String::new(),
+                    requires: vec![],
+                    destructive: false,
+                    steps: vec![],
+                    params: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    fn options(filter: Option<&str>) -> RunOptions {
+        RunOptions {
+            target: TargetSpec::parse("sim").unwrap(),
+            filter: filter.map(str::to_string),
+            exact: false,
+            list: false,
+            junit: None,
+        }
+    }
+
+    #[test]
+    fn every_verdict_is_recorded_and_counted_as_the_console_counts_it() {
+        let suites = [suite(&["pass", "fail", "skip", "error", "known", "panics"])];
+        let summary = run_with(&suites, &options(None), || Ok(Scripted { seen: vec![] })).unwrap();
+        let c = summary.conclusion.clone();
+        assert_eq!((c.num_passed, c.num_failed, c.num_ignored), (2, 3, 1));
+        let counts = summary.results.counts();
+        assert_eq!(counts.passed + counts.expected_failures, c.num_passed as usize);
+        assert_eq!(counts.failed + counts.errors, c.num_failed as usize);
+        assert_eq!(counts.skipped, c.num_ignored as usize);
+        let names: Vec<&str> = summary.results.cases.iter().map(|r| r.case.as_str()).collect();
+        assert_eq!(names, ["pass", "fail", "skip", "error", "known", "panics"]);
+        let Verdict::Error(e) = &summary.results.cases[5].outcome.verdict else {
+            panic!("a panic is an error verdict")
+        };
+        assert!(e.contains("the scripted device does not know panics"), "{e}");
+        assert!(summary.has_failed());
+    }
+
+    #[test]
+    fn the_filter_keeps_matching_cases_only() {
+        let suites = [suite(&["pass", "fail"])];
+        let summary = run_with(&suites, &options(Some("s::pass")), || Ok(Scripted { seen: vec![] })).unwrap();
+        assert_eq!(summary.results.cases.len(), 1);
+        assert_eq!(summary.conclusion.num_filtered_out, 1);
+        assert!(!summary.has_failed());
+    }
+
+    #[test]
+    fn a_target_that_does_not_open_is_a_run_error() {
+        let suites = [suite(&["pass"])];
+        let error =
+            run_with::<Scripted, _>(&suites, &options(None), || Err("sim:nope: no such profile".into())).unwrap_err();
+        assert_eq!(error, RunError::Target("sim:nope: no such profile".into()));
+    }
+
+    #[test]
+    fn listing_opens_nothing() {
+        let suites = [suite(&["pass"])];
+        let mut listing = options(None);
+        listing.list = true;
+        let summary =
+            run_with::<Scripted, _>(&suites, &listing, || panic!("listing must not open the device")).unwrap();
+        assert!(summary.results.cases.is_empty());
+    }
+
+    #[test]
+    fn failures_show_the_rule_and_the_log() {
+        let outcome = CaseOutcome {
+            verdict: Verdict::Error("queue timed out".into()),
+            log: vec!["Identify CNS 1 -> timeout".into()],
+            duration: Duration::ZERO,
+        };
+        let Err(failed) = completion(&outcome) else { panic!("an error verdict is a failed trial") };
+        assert_eq!(
+            failed.message(),
+            Some("error (nvtest or the transport, not the drive): queue timed out\n  log:\n    Identify CNS 1 -> timeout")
+        );
+    }
+}

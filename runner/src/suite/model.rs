@@ -158,10 +158,7 @@ pub enum NsName {
 
 /// A logical block address in a namespace.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(
-    untagged,
-    expecting = "expected an LBA: a whole number, `$name`, one of last, end, middle, or `{from_end: k}`"
-)]
+#[serde(untagged, expecting = "expected an LBA: a whole number, `$name`, one of last, end, middle, or `{from_end: k}`")]
 pub enum Lba {
     At(Param<u64>),
     Named(LbaName),
@@ -226,10 +223,7 @@ pub struct Range {
 /// Ranges of a deallocate: listed, or generated (`count` ranges of `blocks` blocks,
 /// `stride` blocks apart from `start`).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(
-    untagged,
-    expecting = "expected ranges: a list of `{lba, blocks}`, or `{count, blocks, stride, start}`"
-)]
+#[serde(untagged, expecting = "expected ranges: a list of `{lba, blocks}`, or `{count, blocks, stride, start}`")]
 pub enum Ranges {
     List(Vec<Range>),
     Generated {

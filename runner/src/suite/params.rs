@@ -1,0 +1,293 @@
+//! What validation and matrix expansion need to know about each step: where its
+//! parameters are (path, numeric type, whether it is an LBA data size), its `expect`, the
+//! fields of which exactly one must be given, and the maps serde does not check for
+//! unknown keys (struct variants of untagged enums).
+//!
+//! One exhaustive `match` over [`Step`]: a new step, or a new parameter of a step, must be
+//! listed here, or `$name` in it would never be substituted. The compiler enforces the
+//! first; the second is a line in the step's arm.
+
+use super::model::{Blocks, Expect, Lba, NsRef, Param, Range, Ranges, Step};
+use super::spans::{key, Seg};
+
+/// A numeric parameter slot, borrowed from a step so that expansion can fill it in.
+pub enum Slot<'a> {
+    U8(&'a mut Param<u8>),
+    U32(&'a mut Param<u32>),
+    U64(&'a mut Param<u64>),
+}
+
+impl Slot<'_> {
+    /// The type's name, for messages ("u32").
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Slot::U8(_) => "u8",
+            Slot::U32(_) => "u32",
+            Slot::U64(_) => "u64",
+        }
+    }
+
+    /// The largest value the slot holds.
+    pub fn max(&self) -> u64 {
+        match self {
+            Slot::U8(_) => u8::MAX.into(),
+            Slot::U32(_) => u32::MAX.into(),
+            Slot::U64(_) => u64::MAX,
+        }
+    }
+
+    /// `Some("$name")` when the slot holds a matrix variable.
+    pub fn var(&self) -> Option<&str> {
+        match self {
+            Slot::U8(Param::Var(v)) | Slot::U32(Param::Var(v)) | Slot::U64(Param::Var(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The literal value, when the slot holds one.
+    pub fn literal(&self) -> Option<u64> {
+        match self {
+            Slot::U8(Param::Value(v)) => Some((*v).into()),
+            Slot::U32(Param::Value(v)) => Some((*v).into()),
+            Slot::U64(Param::Value(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// Replaces the slot's content by `value`; an error if the value does not fit.
+    pub fn set(&mut self, value: u64) -> Result<(), String> {
+        let type_name = self.type_name();
+        let too_big = || format!("{value} does not fit a {type_name}");
+        match self {
+            Slot::U8(p) => **p = Param::Value(u8::try_from(value).map_err(|_| too_big())?),
+            Slot::U32(p) => **p = Param::Value(u32::try_from(value).map_err(|_| too_big())?),
+            Slot::U64(p) => **p = Param::Value(value),
+        }
+        Ok(())
+    }
+}
+
+/// One numeric parameter of a step.
+pub struct ParamField<'a> {
+    /// Path below the step's body (`["ranges", 0, "blocks"]`).
+    pub path: Vec<Seg>,
+    pub slot: Slot<'a>,
+    /// An LBA data size in bytes: a power of two, at least 512.
+    pub data_size: bool,
+}
+
+/// The parts of one step that validation and expansion look at.
+#[derive(Default)]
+pub struct StepParts<'a> {
+    pub params: Vec<ParamField<'a>>,
+    pub expect: Option<&'a Expect>,
+    /// Fields of which exactly one must be given, and whether each is.
+    pub exactly_one: Vec<(&'static str, bool)>,
+    /// Maps written as struct variants of untagged enums, with the keys they allow.
+    pub closed_maps: Vec<(Vec<Seg>, &'static [&'static str])>,
+}
+
+impl<'a> StepParts<'a> {
+    fn param(&mut self, path: Vec<Seg>, slot: Slot<'a>) {
+        self.params.push(ParamField { path, slot, data_size: false });
+    }
+
+    fn data_size(&mut self, path: Vec<Seg>, slot: Slot<'a>) {
+        self.params.push(ParamField { path, slot, data_size: true });
+    }
+
+    fn ns(&mut self, path: Vec<Seg>, ns: &'a mut NsRef) {
+        if let NsRef::Index(p) = ns {
+            self.param(path, Slot::U32(p));
+        }
+    }
+
+    fn lba(&mut self, path: Vec<Seg>, lba: &'a mut Lba) {
+        match lba {
+            Lba::At(p) => self.param(path, Slot::U64(p)),
+            Lba::Named(_) => {}
+            Lba::FromEnd { .. } => self.closed_maps.push((path, &["from_end"])),
+        }
+    }
+
+    fn blocks(&mut self, path: Vec<Seg>, blocks: &'a mut Blocks) {
+        if let Blocks::Count(p) = blocks {
+            self.param(path, Slot::U64(p));
+        }
+    }
+
+    fn ranges(&mut self, path: Vec<Seg>, ranges: &'a mut Ranges) {
+        match ranges {
+            Ranges::List(list) => {
+                for (i, Range { lba, blocks }) in list.iter_mut().enumerate() {
+                    let at = |field: &str| [path.clone(), vec![Seg::Index(i), key(field)]].concat();
+                    self.lba(at("lba"), lba);
+                    self.blocks(at("blocks"), blocks);
+                }
+            }
+            Ranges::Generated { count, blocks, stride, start: _ } => {
+                let at = |field: &str| [path.clone(), vec![key(field)]].concat();
+                self.param(at("count"), Slot::U32(count));
+                self.param(at("blocks"), Slot::U32(blocks));
+                self.param(at("stride"), Slot::U64(stride));
+                self.closed_maps.push((path, &["count", "blocks", "stride", "start"]));
+            }
+        }
+    }
+}
+
+fn at(field: &str) -> Vec<Seg> {
+    vec![key(field)]
+}
+
+/// Lists the parts of `step`, borrowing its parameters mutably.
+pub fn step_parts(step: &mut Step) -> StepParts<'_> {
+    let mut parts = StepParts::default();
+    match step {
+        Step::UseNamespaces { count, lbads, blocks } => {
+            parts.param(at("count"), Slot::U32(count));
+            for (i, size) in lbads.iter_mut().enumerate() {
+                parts.data_size(vec![key("lbads"), Seg::Index(i)], Slot::U32(size));
+            }
+            parts.param(at("blocks"), Slot::U64(blocks));
+        }
+        Step::DeleteAllNamespaces {} | Step::ArmAsyncEvents {} | Step::Check(_) => {}
+        Step::CreateNamespace { lbads, lbaf, blocks, expect } => {
+            parts.exactly_one = vec![("lbads", lbads.is_some()), ("lbaf", lbaf.is_some())];
+            if let Some(size) = lbads {
+                parts.data_size(at("lbads"), Slot::U32(size));
+            }
+            if let Some(index) = lbaf {
+                parts.param(at("lbaf"), Slot::U8(index));
+            }
+            parts.blocks(at("blocks"), blocks);
+            parts.expect = expect.as_ref();
+        }
+        Step::CreateUntilFull { lbads, blocks } => {
+            parts.data_size(at("lbads"), Slot::U32(lbads));
+            parts.param(at("blocks"), Slot::U64(blocks));
+        }
+        Step::DeleteNamespace { ns, expect } | Step::Attach { ns, expect } | Step::Detach { ns, expect } => {
+            parts.ns(at("ns"), ns);
+            parts.expect = expect.as_ref();
+        }
+        Step::Format { ns, lbads, lbaf, expect } => {
+            parts.ns(at("ns"), ns);
+            parts.exactly_one = vec![("lbads", lbads.is_some()), ("lbaf", lbaf.is_some())];
+            if let Some(size) = lbads {
+                parts.data_size(at("lbads"), Slot::U32(size));
+            }
+            if let Some(index) = lbaf {
+                parts.param(at("lbaf"), Slot::U8(index));
+            }
+            parts.expect = expect.as_ref();
+        }
+        Step::Write { ns, lba, blocks, fua: _ } => {
+            parts.ns(at("ns"), ns);
+            parts.lba(at("lba"), lba);
+            parts.blocks(at("blocks"), blocks);
+        }
+        Step::Verify { ns, lba, blocks } => {
+            parts.ns(at("ns"), ns);
+            if let Some(lba) = lba {
+                parts.lba(at("lba"), lba);
+            }
+            if let Some(blocks) = blocks {
+                parts.blocks(at("blocks"), blocks);
+            }
+        }
+        Step::Io { ns, op: _, lba, blocks, expect } => {
+            parts.ns(at("ns"), ns);
+            parts.lba(at("lba"), lba);
+            parts.param(at("blocks"), Slot::U32(blocks));
+            parts.expect = expect.as_ref();
+        }
+        Step::IoBeyondMdts { ns, op: _, expect } => {
+            parts.ns(at("ns"), ns);
+            parts.expect = expect.as_ref();
+        }
+        Step::Deallocate { ns, ranges, expect } => {
+            parts.ns(at("ns"), ns);
+            parts.ranges(at("ranges"), ranges);
+            parts.expect = expect.as_ref();
+        }
+        Step::DeallocateAll { ns } | Step::Flush { ns } | Step::ExpectNamespaceChanged { ns } => {
+            parts.ns(at("ns"), ns);
+        }
+        Step::WriteZeroes { ns, lba, blocks, deac: _, expect } => {
+            parts.ns(at("ns"), ns);
+            parts.lba(at("lba"), lba);
+            parts.param(at("blocks"), Slot::U32(blocks));
+            parts.expect = expect.as_ref();
+        }
+        Step::Compare { ns, lba, blocks, mismatch: _ } => {
+            parts.ns(at("ns"), ns);
+            parts.lba(at("lba"), lba);
+            parts.param(at("blocks"), Slot::U32(blocks));
+        }
+        Step::Identify { cns: _, ns, expect, zero_filled: _ } => {
+            parts.ns(at("ns"), ns);
+            parts.expect = expect.as_ref();
+        }
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::model::IoOp;
+
+    #[test]
+    fn every_numeric_parameter_of_a_deallocate_is_listed_with_its_path() {
+        let mut step = Step::Deallocate {
+            ns: NsRef::Index(Param::Var("$ns".into())),
+            ranges: Ranges::List(vec![Range {
+                lba: Lba::At(Param::Value(100)),
+                blocks: Blocks::Count(Param::Var("$b".into())),
+            }]),
+            expect: Some(Expect::One("LBA Out of Range".into())),
+        };
+        let parts = step_parts(&mut step);
+        let listed: Vec<(Vec<Seg>, &str, Option<&str>)> =
+            parts.params.iter().map(|p| (p.path.clone(), p.slot.type_name(), p.slot.var())).collect();
+        assert_eq!(
+            listed,
+            vec![
+                (vec![key("ns")], "u32", Some("$ns")),
+                (vec![key("ranges"), Seg::Index(0), key("lba")], "u64", None),
+                (vec![key("ranges"), Seg::Index(0), key("blocks")], "u64", Some("$b")),
+            ]
+        );
+        assert_eq!(parts.expect, Some(&Expect::One("LBA Out of Range".into())));
+    }
+
+    #[test]
+    fn setting_a_slot_checks_its_width() {
+        let mut step = Step::Format {
+            ns: NsRef::Index(Param::Value(1)),
+            lbads: None,
+            lbaf: Some(Param::Var("$f".into())),
+            expect: None,
+        };
+        let mut parts = step_parts(&mut step);
+        assert_eq!(parts.exactly_one, vec![("lbads", false), ("lbaf", true)]);
+        let lbaf = &mut parts.params[1].slot;
+        assert_eq!(lbaf.set(300).unwrap_err(), "300 does not fit a u8");
+        lbaf.set(15).unwrap();
+        drop(parts);
+        assert!(matches!(step, Step::Format { lbaf: Some(Param::Value(15)), .. }));
+    }
+
+    #[test]
+    fn generated_ranges_and_from_end_are_closed_maps() {
+        let mut step = Step::Io {
+            ns: NsRef::Index(Param::Value(1)),
+            op: IoOp::Read,
+            lba: Lba::FromEnd { from_end: 4 },
+            blocks: Param::Value(1),
+            expect: None,
+        };
+        assert_eq!(step_parts(&mut step).closed_maps, vec![(vec![key("lba")], &["from_end"][..])]);
+    }
+}

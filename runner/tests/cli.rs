@@ -1,0 +1,207 @@
+//! The `nvtest` binary's command line: exit statuses, usage errors, listing, the schema,
+//! and malformed suites rejected before any device is opened, each located as
+//! `file:line:column`. Runs that need a device are in `cli_run.rs`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A target that cannot open: if nvtest ever tried, its error would name this path.
+const NEVER_OPENED: &str = "sim:/nonexistent/never-opened.yaml";
+
+fn nvtest(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvtest")).args(args).output().expect("the nvtest binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn test_suite(name: &str) -> String {
+    manifest_dir().join("tests/suites").join(name).display().to_string()
+}
+
+/// The malformed fixtures; each says on its second line `# expect: LINE:COL: message`.
+fn malformed_fixtures() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(manifest_dir().join("tests/malformed"))
+        .expect("tests/malformed exists")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn expectation(fixture: &Path) -> String {
+    let text = std::fs::read_to_string(fixture).unwrap();
+    let line = text.lines().find_map(|l| l.strip_prefix("# expect: "));
+    line.unwrap_or_else(|| panic!("{} has no `# expect: LINE:COL: message` line", fixture.display())).to_string()
+}
+
+#[test]
+fn every_malformed_suite_is_rejected_with_file_line_column_before_the_device_opens() {
+    let fixtures = malformed_fixtures();
+    assert!(!fixtures.is_empty());
+    for fixture in fixtures {
+        let path = fixture.display().to_string();
+        let output = nvtest(&["--suite", &path, NEVER_OPENED]);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{path}: exit status; stderr:\n{err}");
+        let first = err.lines().next().unwrap_or_default();
+        let expected = format!("{path}:{}", expectation(&fixture));
+        assert!(first.starts_with(&expected), "{path}:\n  first line: {first}\n  expected:   {expected}…");
+        assert!(!err.contains("never-opened"), "{path}: the target was opened:\n{err}");
+        assert!(stdout(&output).is_empty(), "{path}: printed to stdout:\n{}", stdout(&output));
+    }
+}
+
+#[test]
+fn the_malformed_fixtures_cover_every_kind_of_mistake() {
+    let names: Vec<String> =
+        malformed_fixtures().iter().map(|p| p.file_stem().unwrap().to_string_lossy().into_owned()).collect();
+    for kind in [
+        "unknown-key",
+        "unknown-step",
+        "wrong-type",
+        "duplicate-key",
+        "matrix-undeclared",
+        "matrix-empty",
+        "matrix-wrong-type",
+        "matrix-unused",
+        "unknown-requirement",
+        "unknown-status",
+        "unknown-check",
+        "duplicate-case",
+        "bad-version",
+    ] {
+        assert!(names.iter().any(|n| n == kind), "no fixture tests/malformed/{kind}.yaml");
+    }
+}
+
+#[test]
+fn a_malformed_suite_among_good_ones_stops_the_run() {
+    let bad = manifest_dir().join("tests/malformed/unknown-step.yaml").display().to_string();
+    let output = nvtest(&["--suite", &test_suite("basics.yaml"), "--suite", &bad, "--list"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stdout(&output).is_empty(), "listed despite a malformed suite:\n{}", stdout(&output));
+    assert!(stderr(&output).starts_with(&format!("{bad}:12:9: unknown name `read`")), "{}", stderr(&output));
+}
+
+#[test]
+fn list_names_every_expanded_case_without_opening_the_target() {
+    let output = nvtest(&[
+        "--suite",
+        &test_suite("basics.yaml"),
+        "--suite",
+        &test_suite("wrong-expectation.yaml"),
+        "--list",
+        NEVER_OPENED,
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "basics::identify-controller: test\n\
+         basics::read-at-nsze/lbads=512: test\n\
+         basics::read-at-nsze/lbads=4096: test\n\
+         basics::io-to-nsid-zero: test\n\
+         basics::future-version: test\n\
+         wrong-expectation::read-inside-expects-out-of-range: test\n"
+    );
+}
+
+#[test]
+fn list_filters_by_substring_and_exactly() {
+    let basics = test_suite("basics.yaml");
+    let output = nvtest(&["--suite", &basics, "--list", "--filter", "nsze"]);
+    assert_eq!(stdout(&output), "basics::read-at-nsze/lbads=512: test\nbasics::read-at-nsze/lbads=4096: test\n");
+    let output = nvtest(&["--suite", &basics, "--list", "--filter", "basics::read-at-nsze/lbads=512", "--exact"]);
+    assert_eq!(stdout(&output), "basics::read-at-nsze/lbads=512: test\n");
+    let output = nvtest(&["--suite", &basics, "--list", "--filter", "read-at-nsze", "--exact"]);
+    assert_eq!(stdout(&output), "");
+}
+
+#[test]
+fn without_suite_every_suite_in_the_suites_directory_is_loaded() {
+    let repo = manifest_dir().join("..");
+    let output = Command::new(env!("CARGO_BIN_EXE_nvtest")).args(["--list"]).current_dir(&repo).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "the shipped suites must load:\n{}", stderr(&output));
+    let listed = stdout(&output);
+    for suite in std::fs::read_dir(repo.join("suites")).unwrap().flatten() {
+        let path = suite.path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            assert!(
+                listed.contains(&format!("\n{name}::")) || listed.starts_with(&format!("{name}::")),
+                "{name} not listed"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_suite_name_that_does_not_exist_lists_the_available_ones() {
+    let output = nvtest(&["--suite", "no-such-suite", "--list"]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no suite `no-such-suite` in "), "{err}");
+    assert!(err.contains("(available: ") && err.contains("namespaces") && err.contains("trim"), "{err}");
+}
+
+#[test]
+fn a_suite_file_that_does_not_exist_is_an_error_line() {
+    let output = nvtest(&["--suite", "/nonexistent/mine.yaml", "--list"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).starts_with("/nonexistent/mine.yaml: cannot read the suite"), "{}", stderr(&output));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in
+        [&["--no-such-flag"][..], &["--exact"], &["--suite"], &["tcp:10.0.0.1"], &["sim", "sim"], &["schema", "--list"]]
+    {
+        let output = nvtest(args);
+        assert_eq!(output.status.code(), Some(2), "nvtest {args:?}:\n{}", stderr(&output));
+        assert!(!stderr(&output).is_empty(), "nvtest {args:?} said nothing");
+    }
+    let output = nvtest(&["tcp:10.0.0.1"]);
+    assert!(stderr(&output).contains("expected `sim`"), "{}", stderr(&output));
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    let help = nvtest(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    for word in ["--suite", "--junit", "--list", "--filter", "--exact", "TARGET", "schema"] {
+        assert!(stdout(&help).contains(word), "help lacks {word}");
+    }
+    let version = nvtest(&["--version"]);
+    assert_eq!(version.status.code(), Some(0));
+    assert_eq!(stdout(&version), format!("nvtest {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn schema_prints_the_suite_json_schema() {
+    let output = nvtest(&["schema"]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = stdout(&output);
+    assert!(text.trim_start().starts_with('{') && text.contains("\"title\": \"Suite\""), "{text}");
+    for word in ["\"cases\"", "use_namespaces", "io_beyond_mdts", "namespace_management", "from_end"] {
+        assert!(text.contains(word), "schema lacks {word}");
+    }
+}
+
+#[test]
+fn a_target_that_cannot_open_exits_2_after_the_suites_load() {
+    let output = nvtest(&["--suite", &test_suite("basics.yaml"), NEVER_OPENED]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).starts_with("error: "), "{}", stderr(&output));
+}
