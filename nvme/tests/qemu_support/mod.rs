@@ -46,9 +46,13 @@ pub fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-/// Whether the process `pid` still exists (a zombie counts).
+/// Whether the process `pid` still runs. A zombie does not: it is dead and only waits
+/// for its parent (init, once nvtest itself has exited) to collect its status.
 pub fn process_exists(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()), Some("Z" | "X")),
+        Err(_) => false,
+    }
 }
 
 /// Asserts that nothing of a machine is left: its QEMU, its temp dir, its RAM file.
