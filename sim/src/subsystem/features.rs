@@ -16,7 +16,7 @@ use nvme::spec::features::{
     InterruptCoalescing, InterruptVectorConfiguration, NumberOfQueues, PowerManagement, Select, SetFeaturesFields,
     TemperatureThreshold, ThresholdType, VolatileWriteCache, WriteAtomicityNormal,
 };
-use nvme::spec::{Command, Status};
+use nvme::spec::{Command, Status, Version};
 use std::collections::BTreeMap;
 
 /// The current value of each implemented feature, as its Command Dword 11.
@@ -31,8 +31,6 @@ pub struct Features {
     pub error_recovery: ErrorRecovery,
     /// `None` when no volatile write cache is present (the feature is then not supported).
     pub volatile_write_cache: Option<VolatileWriteCache>,
-    /// I/O queues allocated by Set Features Number of Queues (0's based), if it was issued.
-    pub queues_allocated: Option<NumberOfQueues>,
     /// The most I/O queues the controller allocates.
     pub max_io_queues: u16,
     pub interrupt_coalescing: InterruptCoalescing,
@@ -63,7 +61,6 @@ impl Features {
                 .controller
                 .volatile_write_cache
                 .then(|| VolatileWriteCache::new().with_wce(true)),
-            queues_allocated: None,
             max_io_queues: profile.controller.max_io_queues,
             interrupt_coalescing: InterruptCoalescing::new(),
             coalescing_disabled: BTreeMap::new(),
@@ -112,11 +109,9 @@ impl Features {
             }
             FeatureId::ErrorRecovery => self.error_recovery.into_bits(),
             FeatureId::VolatileWriteCache => self.volatile_write_cache.ok_or(Status::INVALID_FIELD)?.into_bits(),
-            FeatureId::NumberOfQueues => {
-                let max = self.max_io_queues - 1;
-                let q = self.queues_allocated.unwrap_or(NumberOfQueues::new().with_nsqr(max).with_ncqr(max));
-                q.into_bits()
-            }
+            // The default allocation: one I/O queue of each kind (0's based 0) until the
+            // host sets the feature. The current value is the controller context's.
+            FeatureId::NumberOfQueues => NumberOfQueues::new().into_bits(),
             FeatureId::InterruptCoalescing => self.interrupt_coalescing.into_bits(),
             FeatureId::InterruptVectorConfiguration => {
                 let iv = InterruptVectorConfiguration::from_bits(cdw11).iv();
@@ -135,30 +130,30 @@ impl Features {
 
 impl Subsystem {
     /// Get Features (§5.13).
-    pub(super) fn get_features(
-        &mut self,
-        _ctx: &mut ControllerContext,
-        cmd: &Command,
-        _data: &dyn DataPointer,
-    ) -> Done {
+    pub(super) fn get_features(&mut self, ctx: &mut ControllerContext, cmd: &Command, _data: &dyn DataPointer) -> Done {
         let f = GetFeaturesFields::from_command(cmd);
         let features = &self.controller.features;
         let fid = match f.feature() {
             Some(fid) if features.implemented(fid) => fid,
             _ => return Done::err(Status::INVALID_FIELD),
         };
-        if fid.is_namespace_specific() {
+        let namespace_specific = self.namespace_specific(fid);
+        if namespace_specific {
             if let Err(s) = self.feature_namespace(f.nsid) {
                 return Done::err(s);
             }
         }
         let result = match f.sel {
+            // The allocation lives in the controller context, where the engine enforces it.
+            Select::Current if fid == FeatureId::NumberOfQueues => {
+                Ok(NumberOfQueues::new().with_nsqr(ctx.nsqa).with_ncqr(ctx.ncqa).into_bits())
+            }
             Select::Current => features.value(fid, f.cdw11),
             // Nothing is saveable: the saved value is the default (§5.13.1).
             Select::Default | Select::Saved => Features::new(&self.profile).value(fid, f.cdw11),
             Select::SupportedCapabilities => Ok(FeatureCapabilities::new()
                 .with_saveable(false)
-                .with_namespace_specific(fid.is_namespace_specific())
+                .with_namespace_specific(namespace_specific)
                 .with_changeable(true)
                 .into_bits()),
             Select::Reserved(_) => Err(Status::INVALID_FIELD),
@@ -166,6 +161,15 @@ impl Subsystem {
         match result {
             Ok(dw0) => Done::ok_with(dw0),
             Err(s) => Done::err(s),
+        }
+    }
+
+    /// Whether a feature's value belongs to a namespace. Error Recovery does from NVMe
+    /// 1.3 on (it carries DULBE there); in 1.2a it is controller-wide.
+    fn namespace_specific(&self, fid: FeatureId) -> bool {
+        match fid {
+            FeatureId::ErrorRecovery => self.version() >= Version::V1_3,
+            _ => fid.is_namespace_specific(),
         }
     }
 
@@ -185,7 +189,7 @@ impl Subsystem {
             Some(fid) if self.controller.features.implemented(fid) => fid,
             _ => return Done::err(Status::INVALID_FIELD),
         };
-        if fid.is_namespace_specific() {
+        if self.namespace_specific(fid) {
             if let Err(s) = self.feature_namespace(f.nsid) {
                 return Done::err(s);
             }
@@ -237,7 +241,6 @@ impl Subsystem {
                 }
                 let max = features.max_io_queues - 1;
                 let allocated = NumberOfQueues::new().with_nsqr(q.nsqr().min(max)).with_ncqr(q.ncqr().min(max));
-                features.queues_allocated = Some(allocated);
                 ctx.nsqa = allocated.nsqr();
                 ctx.ncqa = allocated.ncqr();
                 return Done::ok_with(allocated.into_bits());

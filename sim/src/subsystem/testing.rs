@@ -6,8 +6,12 @@
 //! host memory, a data buffer and a metadata buffer, and runs commands.
 
 use crate::exec::{CommandSet, ControllerContext, DataPointer, Done};
-use nvme::spec::{Command, Status};
+use nvme::spec::identify::{
+    self, Cns, ControllerList, Dps, Flbas, IdentifyController, IdentifyNamespace, NamespaceList, Nmic,
+};
+use nvme::spec::{log, namespace, nvm, Command, Status};
 use nvme::transport::DmaRegion;
+use zerocopy::{FromBytes, IntoBytes};
 
 /// A data buffer at `addr` in host memory.
 pub struct HostBuffer<'a> {
@@ -128,5 +132,73 @@ impl TestHost {
     /// The data pointer of the data buffer (for calling a command set by hand).
     pub fn data_pointer(&self) -> HostBuffer<'_> {
         self.buffer()
+    }
+}
+
+/// Commands with their data, for tests.
+impl TestHost {
+    /// Identify with `cns` for `nsid` (and CNTID `cntid`): the status and 4096 bytes.
+    pub fn identify(&mut self, set: &mut dyn CommandSet, cns: u8, nsid: u32, cntid: u16) -> (Done, Vec<u8>) {
+        self.admin_read(set, &identify::identify(cns, nsid, cntid), 4096)
+    }
+
+    /// Identify Controller.
+    pub fn identify_controller(&mut self, set: &mut dyn CommandSet) -> IdentifyController {
+        let (_, bytes) = self.identify(set, Cns::Controller as u8, 0, 0);
+        IdentifyController::read_from_bytes(&bytes).unwrap_or_default()
+    }
+
+    /// Identify Namespace (CNS 00h) for `nsid`.
+    pub fn identify_namespace(&mut self, set: &mut dyn CommandSet, nsid: u32) -> (Done, IdentifyNamespace) {
+        let (done, bytes) = self.identify(set, Cns::Namespace as u8, nsid, 0);
+        (done, IdentifyNamespace::read_from_bytes(&bytes).unwrap_or_default())
+    }
+
+    /// A namespace list (CNS 02h or 10h) after `nsid`.
+    pub fn namespace_list(&mut self, set: &mut dyn CommandSet, cns: Cns, nsid: u32) -> (Done, Vec<u32>) {
+        let (done, bytes) = self.identify(set, cns as u8, nsid, 0);
+        let list = NamespaceList::read_from_bytes(&bytes).unwrap_or_default();
+        (done, list.ids().collect())
+    }
+
+    /// Namespace Management create of `nsze` blocks (NCAP the same) in LBA format `flbas`.
+    pub fn create_namespace(&mut self, set: &mut dyn CommandSet, nsze: u64, flbas: Flbas) -> Done {
+        let spec = IdentifyNamespace::for_create(nsze, nsze, flbas, Dps::new(), Nmic::new());
+        self.put(spec.as_bytes());
+        self.admin(set, &namespace::namespace_create())
+    }
+
+    /// Namespace Management delete of `nsid`.
+    pub fn delete_namespace(&mut self, set: &mut dyn CommandSet, nsid: u32) -> Done {
+        self.admin(set, &namespace::namespace_delete(nsid))
+    }
+
+    /// Namespace Attachment of `nsid` to (`attach`) or from the `controllers`.
+    pub fn attachment(&mut self, set: &mut dyn CommandSet, attach: bool, nsid: u32, controllers: &[u16]) -> Done {
+        let list = ControllerList::from_ids(controllers).unwrap_or_default();
+        self.put(list.as_bytes());
+        let cmd = if attach { namespace::namespace_attach(nsid) } else { namespace::namespace_detach(nsid) };
+        self.admin(set, &cmd)
+    }
+
+    /// Write `data` (whole blocks of `nlb + 1`) at `slba` of `nsid`.
+    pub fn write(&mut self, set: &mut dyn CommandSet, nsid: u32, slba: u64, nlb: u16, data: &[u8]) -> Done {
+        self.put(data);
+        self.io(set, &nvm::write(nsid, slba, nlb, false))
+    }
+
+    /// Read `nlb + 1` blocks at `slba` of `nsid`: the status and `len` bytes.
+    pub fn read(&mut self, set: &mut dyn CommandSet, nsid: u32, slba: u64, nlb: u16, len: usize) -> (Done, Vec<u8>) {
+        self.poison(0xA5);
+        let done = self.io(set, &nvm::read(nsid, slba, nlb));
+        (done, self.get(len))
+    }
+
+    /// Get Log Page `lid` for `nsid`, `bytes` long, with RAE as given.
+    pub fn log_page(&mut self, set: &mut dyn CommandSet, lid: u8, nsid: u32, bytes: u32, rae: bool) -> (Done, Vec<u8>) {
+        match log::get_log_page(lid, nsid, bytes, 0, rae) {
+            Ok(cmd) => self.admin_read(set, &cmd, bytes as usize),
+            Err(_) => (Done::err(Status::INVALID_FIELD), Vec::new()),
+        }
     }
 }
