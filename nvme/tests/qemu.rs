@@ -244,3 +244,74 @@ fn mmio_outside_bar0_is_refused_without_reaching_qemu() {
     assert!(t.config_read32(0x1000).is_err());
     assert_eq!(t.mmio_read32(offset::VS).unwrap(), 0x0001_0400, "the connection is still in step");
 }
+
+/// The PCI Express capability's offset in `port`'s configuration space.
+fn pcie_capability(machine: &QemuMachine, port: PciAddress) -> u16 {
+    let mut ptr = (machine.config_read32(port, 0x34).unwrap() & 0xFC) as u16;
+    while ptr != 0 {
+        let header = machine.config_read32(port, ptr).unwrap();
+        if header & 0xFF == 0x10 {
+            return ptr;
+        }
+        ptr = ((header >> 8) & 0xFC) as u16;
+    }
+    panic!("{port} has no PCI Express capability");
+}
+
+/// Sets the root port's Slot Control as a guest's hot-plug driver would: power on is
+/// Power Controller Control (bit 10) 0 and Power Indicator (bits 9:8) on (01b); power
+/// off is PCC 1 and the indicator off (11b), which is when QEMU detaches a device being
+/// deleted. Slot Status (the upper half) is written as 0, leaving its RW1C bits alone.
+fn set_slot_power(machine: &QemuMachine, port: PciAddress, on: bool) {
+    let slot_control = pcie_capability(machine, port) + 0x18;
+    let value = machine.config_read32(port, slot_control).unwrap() & 0xFFFF & !(1 << 10 | 3 << 8);
+    let value = if on { value | 1 << 8 } else { value | 1 << 10 | 3 << 8 };
+    machine.config_write32(port, slot_control, value).unwrap();
+}
+
+#[test]
+fn a_rescan_finds_a_controller_hot_added_behind_a_root_port_and_forgets_it_when_removed() {
+    let config = QemuConfig {
+        binary: qemu_binary(),
+        // Native PCIe hot-plug: with q35's default ACPI hot-plug, an unplug waits for a
+        // guest's ACPI handler that never runs, and DEVICE_DELETED never comes.
+        extra_args: args(&[
+            "-global",
+            "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
+            "-device",
+            "pcie-root-port,id=rp0,chassis=1,slot=1",
+        ]),
+        ..QemuConfig::default()
+    };
+    let machine = QemuMachine::start(config).unwrap();
+    assert!(machine.controllers().is_empty());
+    let port = PciAddress::new(0, 1, 0);
+    let slot = PciAddress::new(1, 0, 0);
+    let image = machine.create_disk("hp1", 16 << 20).unwrap();
+    let blockdev = serde_json::json!({
+        "driver": "raw", "node-name": "hp1", "file": { "driver": "file", "filename": image }
+    });
+    machine.qmp_execute("blockdev-add", Some(blockdev)).unwrap();
+
+    let mut first_bar = None;
+    for serial in ["HOT00001", "HOT00002"] {
+        let device =
+            serde_json::json!({ "driver": "nvme", "id": "hot", "bus": "rp0", "serial": serial, "drive": "hp1" });
+        machine.qmp_execute("device_add", Some(device)).unwrap();
+        set_slot_power(&machine, port, true);
+        assert_eq!(machine.rescan().unwrap(), [slot]);
+        let mut t = machine.transport(slot).unwrap();
+        // A re-added controller gets the same place in its port's window.
+        let bar = t.bar0();
+        assert_eq!(*first_bar.get_or_insert(bar), bar);
+        let mut hand = Hand::bring_up(&mut t, 16).unwrap();
+        assert_eq!(&hand.identify_controller(&mut t).unwrap()[4..12], serial.as_bytes());
+        drop(t);
+
+        machine.qmp_execute("device_del", Some(serde_json::json!({ "id": "hot" }))).unwrap();
+        set_slot_power(&machine, port, false);
+        let event = machine.qmp_wait_event("DEVICE_DELETED", Duration::from_secs(5)).unwrap();
+        assert_eq!(event["data"]["device"], "hot");
+        assert!(machine.rescan().unwrap().is_empty());
+    }
+}
