@@ -1,0 +1,363 @@
+//! Every quirk breaks its one rule at the command level: each test runs the command the
+//! rule governs on a drive with the quirk and shows the deviation (the clean behaviour
+//! is covered by subsystem_admin.rs and subsystem_io.rs).
+
+use nvme::spec::features::{self, AsyncEventConfiguration, FeatureId};
+use nvme::spec::identify::{parse_descriptor_list, Cns, ControllerList, Flbas, IdentifyNamespace, NsDescriptor};
+use nvme::spec::log::{ChangedNamespaceList, LogPageId};
+use nvme::spec::namespace::{self, FormatNvm};
+use nvme::spec::nvm::{self, DsmAttributes, DsmRange};
+use nvme::spec::{Status, Version};
+use nvme_sim::exec::Done;
+use nvme_sim::profile::{InitialNamespace, Profile, Quirk};
+use nvme_sim::subsystem::testing::TestHost;
+use nvme_sim::subsystem::Subsystem;
+use zerocopy::FromBytes;
+
+/// The 1.4 drive scaled to 64 MiB with a 512-byte namespace (1, 8192 blocks), a
+/// 4096-byte one (2, 1024 blocks), and a detached 512-byte one (3, 64 blocks), with `quirk`.
+fn drive(quirk: Quirk) -> (Subsystem, TestHost) {
+    let mut p = Profile::builtin("enterprise-1.4").unwrap();
+    p.capacity_bytes = 64 << 20;
+    p.namespaces = vec![
+        InitialNamespace { lbads: 512, ms: 0, blocks: 8192, attached: true },
+        InitialNamespace { lbads: 4096, ms: 0, blocks: 1024, attached: true },
+        InitialNamespace { lbads: 512, ms: 0, blocks: 64, attached: false },
+    ];
+    let p = p.with_quirk(quirk);
+    (Subsystem::new(p).unwrap(), TestHost::new(1))
+}
+
+#[track_caller]
+fn assert_status(done: Done, expected: Status) {
+    assert!(done.status.same_code(&expected), "expected {expected}, got {}", done.status);
+}
+
+fn dsm(host: &mut TestHost, sub: &mut Subsystem, nsid: u32, ranges: &[DsmRange]) -> Done {
+    host.put(&DsmRange::encode_list(ranges));
+    host.io(sub, &nvm::dataset_management(nsid, ranges.len(), DsmAttributes::new().with_ad(true)).unwrap())
+}
+
+fn flbas(index: u8) -> Flbas {
+    Flbas::new().with_format(index)
+}
+
+fn enable_notices(sub: &mut Subsystem, host: &mut TestHost) {
+    let aec = AsyncEventConfiguration::new().with_namespace_attribute_notices(true);
+    assert_status(
+        host.admin(sub, &features::set_features(FeatureId::AsyncEventConfiguration, false, 0, aec.into())),
+        Status::SUCCESS,
+    );
+}
+
+fn changed_list(sub: &mut Subsystem, host: &mut TestHost) -> Vec<u32> {
+    let (done, bytes) = host.log_page(sub, LogPageId::ChangedNamespaceList as u8, 0, 4096, false);
+    assert_status(done, Status::SUCCESS);
+    ChangedNamespaceList::read_from_bytes(&bytes).unwrap().ids().collect()
+}
+
+#[test]
+fn every_quirk_has_a_test_here() {
+    // A quirk added to the enum must get a test in this file: keep the count in step.
+    assert_eq!(Quirk::ALL.len(), 33);
+}
+
+// ---------------------------------------------------------------------------------------
+// Data path
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn stale_after_deallocate_returns_old_data_although_dlfeat_says_zeroes() {
+    let (mut sub, mut host) = drive(Quirk::StaleAfterDeallocate);
+    assert_status(host.write(&mut sub, 1, 0, 0, &[0x77; 512]), Status::SUCCESS);
+    assert_status(dsm(&mut host, &mut sub, 1, &[DsmRange::new(0, 1)]), Status::SUCCESS);
+    let (_, id) = host.identify_namespace(&mut sub, 1);
+    assert_eq!(id.dlfeat.read_behavior(), nvme::spec::identify::DeallocatedRead::Zeroes);
+    assert!(host.read(&mut sub, 1, 0, 0, 512).1.iter().all(|b| *b == 0x77));
+    assert_eq!(sub.namespace(1).unwrap().nuse(), 0, "the block counts as deallocated");
+}
+
+#[test]
+fn namespace_write_leak_lands_in_the_next_namespace() {
+    let (mut sub, mut host) = drive(Quirk::NamespaceWriteLeak);
+    let data: Vec<u8> = (0..512).map(|i| i as u8).collect();
+    assert_status(host.write(&mut sub, 1, 5, 0, &data), Status::SUCCESS);
+    let (_, other) = host.read(&mut sub, 2, 5, 0, 4096);
+    assert_eq!(&other[..512], &data[..], "namespace 2's LBA 5 holds namespace 1's data");
+}
+
+#[test]
+fn lba_past_nsze_accepted_completes_out_of_range_io() {
+    let (mut sub, mut host) = drive(Quirk::LbaPastNszeAccepted);
+    assert_status(host.write(&mut sub, 1, 8192, 0, &[9; 512]), Status::SUCCESS);
+    let (done, data) = host.read(&mut sub, 1, 8191, 1, 1024);
+    assert_status(done, Status::SUCCESS);
+    assert!(data.iter().all(|b| *b == 0), "reads return zeroes");
+    assert_eq!(sub.namespace(1).unwrap().nuse(), 0, "writes are dropped");
+}
+
+#[test]
+fn format_4096_addresses_512_overlaps_neighbouring_blocks() {
+    let (mut sub, mut host) = drive(Quirk::Format4096Addresses512);
+    let (_, id) = host.identify_namespace(&mut sub, 2);
+    assert_eq!(id.lba_data_size(), Some(4096), "the format still says 4096 bytes");
+    assert_status(host.write(&mut sub, 2, 0, 0, &[0xAA; 4096]), Status::SUCCESS);
+    assert_status(host.write(&mut sub, 2, 1, 0, &[0xBB; 4096]), Status::SUCCESS);
+    let (_, block0) = host.read(&mut sub, 2, 0, 0, 4096);
+    assert!(block0[..512].iter().all(|b| *b == 0xAA));
+    assert!(block0[512..].iter().all(|b| *b == 0xBB), "LBA 1 overwrote 3584 bytes of LBA 0");
+    // A single block still reads back what was written to it.
+    assert!(host.read(&mut sub, 2, 1, 0, 4096).1.iter().all(|b| *b == 0xBB));
+}
+
+#[test]
+fn deallocate_wipes_neighbour_takes_one_block_more() {
+    let (mut sub, mut host) = drive(Quirk::DeallocateWipesNeighbour);
+    assert_status(host.write(&mut sub, 1, 0, 7, &[0x55; 8 * 512]), Status::SUCCESS);
+    assert_status(dsm(&mut host, &mut sub, 1, &[DsmRange::new(2, 2)]), Status::SUCCESS);
+    let (_, data) = host.read(&mut sub, 1, 4, 0, 512);
+    assert!(data.iter().all(|b| *b == 0), "block 4, outside the range, was deallocated");
+    assert_eq!(sub.namespace(1).unwrap().nuse(), 5);
+}
+
+#[test]
+fn inactive_namespace_io_accepted_succeeds_on_unattached_and_unallocated_nsids() {
+    let (mut sub, mut host) = drive(Quirk::InactiveNamespaceIoAccepted);
+    assert_status(host.write(&mut sub, 3, 0, 0, &[1; 512]), Status::SUCCESS);
+    assert_eq!(sub.namespace(3).unwrap().nuse(), 1, "the detached namespace was written");
+    assert_status(host.read(&mut sub, 9, 0, 0, 512).0, Status::SUCCESS);
+    // NSID 0 is still no namespace.
+    assert_status(host.read(&mut sub, 0, 0, 0, 512).0, Status::INVALID_NAMESPACE_OR_FORMAT);
+}
+
+#[test]
+fn mdts_not_enforced_moves_larger_transfers() {
+    let (mut sub, mut host) = drive(Quirk::MdtsNotEnforced);
+    let id = host.identify_controller(&mut sub);
+    assert_eq!(id.mdts, 5, "MDTS still advertises 128 KiB");
+    assert_status(host.write(&mut sub, 1, 0, 511, &[3; 512 * 512]), Status::SUCCESS);
+    assert_status(host.read(&mut sub, 1, 0, 511, 0).0, Status::SUCCESS);
+}
+
+#[test]
+fn write_zeroes_ignored_leaves_the_data() {
+    let (mut sub, mut host) = drive(Quirk::WriteZeroesIgnored);
+    assert_status(host.write(&mut sub, 1, 0, 0, &[0x44; 512]), Status::SUCCESS);
+    assert_status(host.io(&mut sub, &nvm::write_zeroes(1, 0, 0, false)), Status::SUCCESS);
+    assert!(host.read(&mut sub, 1, 0, 0, 512).1.iter().all(|b| *b == 0x44));
+}
+
+#[test]
+fn dsm_range_past_nsze_accepted_deallocates_the_valid_part() {
+    let (mut sub, mut host) = drive(Quirk::DsmRangePastNszeAccepted);
+    assert_status(host.write(&mut sub, 1, 8188, 3, &[0x66; 4 * 512]), Status::SUCCESS);
+    assert_status(dsm(&mut host, &mut sub, 1, &[DsmRange::new(8190, 16)]), Status::SUCCESS);
+    assert_eq!(sub.namespace(1).unwrap().nuse(), 2, "8190 and 8191 deallocated");
+}
+
+#[test]
+fn dsm_first_range_only_skips_the_other_ranges() {
+    let (mut sub, mut host) = drive(Quirk::DsmFirstRangeOnly);
+    assert_status(host.write(&mut sub, 1, 0, 15, &[0x12; 16 * 512]), Status::SUCCESS);
+    assert_status(dsm(&mut host, &mut sub, 1, &[DsmRange::new(0, 2), DsmRange::new(8, 2)]), Status::SUCCESS);
+    assert_eq!(sub.namespace(1).unwrap().nuse(), 14);
+    assert!(host.read(&mut sub, 1, 8, 0, 512).1.iter().all(|b| *b == 0x12), "the second range kept its data");
+}
+
+#[test]
+fn compare_always_succeeds_misses_a_difference() {
+    let (mut sub, mut host) = drive(Quirk::CompareAlwaysSucceeds);
+    assert_status(host.write(&mut sub, 1, 0, 0, &[1; 512]), Status::SUCCESS);
+    host.put(&[2; 512]);
+    assert_status(host.io(&mut sub, &nvm::compare(1, 0, 0)), Status::SUCCESS);
+}
+
+// ---------------------------------------------------------------------------------------
+// Identify
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn active_list_omits_last_leaves_out_the_highest_nsid() {
+    let (mut sub, mut host) = drive(Quirk::ActiveListOmitsLast);
+    assert_eq!(host.namespace_list(&mut sub, Cns::ActiveNamespaceList, 0).1, [1]);
+    assert!(sub.is_active(2));
+}
+
+#[test]
+fn nn_understated_reports_one_namespace_fewer_than_can_exist() {
+    let (mut sub, mut host) = drive(Quirk::NnUnderstated);
+    assert_eq!(host.identify_controller(&mut sub).nn, 31);
+    for _ in 4..=31 {
+        assert_status(host.create_namespace(&mut sub, 1, flbas(0)), Status::SUCCESS);
+    }
+    assert_eq!(host.create_namespace(&mut sub, 1, flbas(0)).dw0, 32, "NSID 32 exists beyond NN");
+}
+
+#[test]
+fn duplicate_nguid_gives_every_namespace_the_same_identifiers() {
+    let (mut sub, mut host) = drive(Quirk::DuplicateNguid);
+    let (_, a) = host.identify_namespace(&mut sub, 1);
+    let (_, b) = host.identify_namespace(&mut sub, 2);
+    assert_eq!((a.nguid, a.eui64), (b.nguid, b.eui64));
+}
+
+#[test]
+fn descriptor_list_mismatch_reports_another_nguid() {
+    let (mut sub, mut host) = drive(Quirk::DescriptorListMismatch);
+    let (_, id) = host.identify_namespace(&mut sub, 1);
+    let (_, bytes) = host.identify(&mut sub, Cns::NamespaceDescriptorList as u8, 1, 0);
+    let descriptors = parse_descriptor_list(&bytes).unwrap();
+    assert!(descriptors.contains(&NsDescriptor::Eui64(id.eui64)));
+    assert!(!descriptors.contains(&NsDescriptor::Nguid(id.nguid)));
+}
+
+#[test]
+fn ncap_exceeds_nsze_by_one() {
+    let (mut sub, mut host) = drive(Quirk::NcapExceedsNsze);
+    let (_, id) = host.identify_namespace(&mut sub, 1);
+    assert_eq!((id.nsze, id.ncap), (8192, 8193));
+}
+
+#[test]
+fn nuse_exceeds_ncap_by_one() {
+    let (mut sub, mut host) = drive(Quirk::NuseExceedsNcap);
+    let (_, id) = host.identify_namespace(&mut sub, 1);
+    assert_eq!((id.ncap, id.nuse), (8192, 8193));
+}
+
+#[test]
+fn flbas_beyond_nlbaf_names_a_missing_format() {
+    let (mut sub, mut host) = drive(Quirk::FlbasBeyondNlbaf);
+    let (_, id) = host.identify_namespace(&mut sub, 1);
+    assert!(id.flbas_index() > id.nlbaf);
+    assert_eq!(id.lba_format_in_use(), None);
+}
+
+#[test]
+fn allocated_list_omits_inactive_lists_only_attached_namespaces() {
+    let (mut sub, mut host) = drive(Quirk::AllocatedListOmitsInactive);
+    assert_eq!(host.namespace_list(&mut sub, Cns::AllocatedNamespaceList, 0).1, [1, 2]);
+    assert!(sub.namespace(3).is_some());
+}
+
+#[test]
+fn controller_list_empty_for_an_attached_namespace() {
+    let (mut sub, mut host) = drive(Quirk::ControllerListEmpty);
+    let (done, bytes) = host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 1, 0);
+    assert_status(done, Status::SUCCESS);
+    assert_eq!(ControllerList::read_from_bytes(&bytes).unwrap().numid, 0);
+    assert!(sub.is_active(1));
+}
+
+#[test]
+fn identify_inactive_nonzero_returns_an_unattached_namespace() {
+    let (mut sub, mut host) = drive(Quirk::IdentifyInactiveNonzero);
+    let (done, id) = host.identify_namespace(&mut sub, 3);
+    assert_status(done, Status::SUCCESS);
+    assert_eq!(id.nsze, 64);
+}
+
+#[test]
+fn serial_not_ascii_puts_a_control_byte_in_sn() {
+    let (mut sub, mut host) = drive(Quirk::SerialNotAscii);
+    let sn = host.identify_controller(&mut sub).serial();
+    assert!(!sn.is_clean());
+    assert_eq!(sn.non_printable, [(1, 0x07)]);
+}
+
+#[test]
+fn ver_mismatch_reports_a_lower_version_than_vs() {
+    let (mut sub, mut host) = drive(Quirk::VerMismatch);
+    assert_eq!(sub.profile().vs(), 0x0001_0400, "VS stays 1.4");
+    assert_eq!(host.identify_controller(&mut sub).version(), Version::new(1, 3, 0));
+}
+
+#[test]
+fn lbaf_wrong_size_creates_512_byte_blocks_for_a_4096_request() {
+    let (mut sub, mut host) = drive(Quirk::LbafWrongSize);
+    let nsid = host.create_namespace(&mut sub, 64, flbas(2)).dw0;
+    let (_, bytes) = host.identify(&mut sub, Cns::AllocatedNamespace as u8, nsid, 0);
+    let id = IdentifyNamespace::read_from_bytes(&bytes).unwrap();
+    assert_eq!(id.lba_data_size(), Some(512));
+    assert_status(host.attachment(&mut sub, true, nsid, &[1]), Status::SUCCESS);
+    // And uses it: a block transfers 512 bytes.
+    assert_status(host.write(&mut sub, nsid, 0, 1, &[5; 1024]), Status::SUCCESS);
+    assert_eq!(sub.namespace(nsid).unwrap().format.data_size, 512);
+}
+
+// ---------------------------------------------------------------------------------------
+// Namespace management, attachment, format
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn create_beyond_capacity_hands_out_more_than_tnvmcap() {
+    let (mut sub, mut host) = drive(Quirk::CreateBeyondCapacity);
+    // 64 MiB total, 8 MiB 32 KiB allocated: a 60 MiB namespace does not fit, yet succeeds.
+    assert_status(host.create_namespace(&mut sub, (60 << 20) / 512, flbas(0)), Status::SUCCESS);
+    assert!(sub.allocated_bytes() > sub.profile().capacity_bytes as u128);
+}
+
+#[test]
+fn attach_twice_succeeds() {
+    let (mut sub, mut host) = drive(Quirk::AttachTwiceSucceeds);
+    assert_status(host.attachment(&mut sub, true, 1, &[1]), Status::SUCCESS);
+    assert_eq!(sub.namespace(1).unwrap().attached, [1], "still attached once");
+}
+
+#[test]
+fn detach_unattached_succeeds() {
+    let (mut sub, mut host) = drive(Quirk::DetachUnattachedSucceeds);
+    assert_status(host.attachment(&mut sub, false, 3, &[1]), Status::SUCCESS);
+}
+
+#[test]
+fn delete_unallocated_succeeds() {
+    let (mut sub, mut host) = drive(Quirk::DeleteUnallocatedSucceeds);
+    assert_status(host.delete_namespace(&mut sub, 20), Status::SUCCESS);
+}
+
+#[test]
+fn nsid_exhaustion_internal_error() {
+    let (mut sub, mut host) = drive(Quirk::NsidExhaustionInternalError);
+    for _ in 4..=32 {
+        assert_status(host.create_namespace(&mut sub, 1, flbas(0)), Status::SUCCESS);
+    }
+    assert_status(host.create_namespace(&mut sub, 1, flbas(0)), Status::INTERNAL_ERROR);
+}
+
+#[test]
+fn changed_list_empty_after_attach_and_detach() {
+    let (mut sub, mut host) = drive(Quirk::ChangedListEmpty);
+    enable_notices(&mut sub, &mut host);
+    assert_status(host.attachment(&mut sub, true, 3, &[1]), Status::SUCCESS);
+    assert_status(host.attachment(&mut sub, false, 1, &[1]), Status::SUCCESS);
+    assert_eq!(host.ctx.events.len(), 1, "the notice still comes");
+    assert!(changed_list(&mut sub, &mut host).is_empty());
+}
+
+#[test]
+fn no_namespace_notice_raises_no_event() {
+    let (mut sub, mut host) = drive(Quirk::NoNamespaceNotice);
+    enable_notices(&mut sub, &mut host);
+    assert_status(host.attachment(&mut sub, true, 3, &[1]), Status::SUCCESS);
+    assert!(host.ctx.events.is_empty());
+    assert_eq!(changed_list(&mut sub, &mut host), [3], "the list is still kept");
+}
+
+#[test]
+fn format_ignored_keeps_the_old_format() {
+    let (mut sub, mut host) = drive(Quirk::FormatIgnored);
+    assert_status(host.write(&mut sub, 1, 0, 0, &[8; 512]), Status::SUCCESS);
+    assert_status(host.admin(&mut sub, &namespace::format_nvm(1, FormatNvm::new().with_lbaf(2))), Status::SUCCESS);
+    let (_, id) = host.identify_namespace(&mut sub, 1);
+    assert_eq!(id.lba_data_size(), Some(512));
+    assert_eq!(id.nuse, 1, "nothing erased either");
+}
+
+#[test]
+fn format_invalid_lbaf_accepted_succeeds_and_changes_nothing() {
+    let (mut sub, mut host) = drive(Quirk::FormatInvalidLbafAccepted);
+    assert_status(host.admin(&mut sub, &namespace::format_nvm(1, FormatNvm::new().with_lbaf(9))), Status::SUCCESS);
+    let (_, id) = host.identify_namespace(&mut sub, 1);
+    assert_eq!(id.flbas_index(), 0);
+}
