@@ -542,25 +542,21 @@ fn stage(
     keep_max: usize,
 ) -> Result<(), DeviceError> {
     let dma_err = |e| DeviceError::from(crate::transport::TransportError::from(e));
-    // PSDT = 00b: PRPs are used for this transfer (Figure 105).
-    cmd.flags &= !0xC0;
     slot.data_len = data.len();
     slot.data_from_device = data.from_device();
-    match slot.data.take(pages, data.len(), keep_max)? {
-        None => {
-            cmd.prp1 = 0;
-            cmd.prp2 = 0;
+    // Without data there is no data pointer to fill: PRP Entry 1 / 2 stay as the caller
+    // gave them (Create I/O queue commands carry the queue's base address there).
+    if let Some(buf) = slot.data.take(pages, data.len(), keep_max)? {
+        // PSDT = 00b: PRPs are used for this transfer (Figure 105).
+        cmd.flags &= !0xC0;
+        if let Transfer::ToDevice(bytes) = data {
+            dma.write(buf.addr, bytes).map_err(dma_err)?;
         }
-        Some(buf) => {
-            if let Transfer::ToDevice(bytes) = data {
-                dma.write(buf.addr, bytes).map_err(dma_err)?;
-            }
-            let list_pages = prp::list_pages_needed(buf.addr, data.len());
-            let list = slot.list.take(pages, list_pages * PAGE_SIZE, PAGE_SIZE)?;
-            let (prp1, prp2) = prp::build(dma, buf.addr, data.len(), list.map_or(0, |l| l.addr))?;
-            cmd.prp1 = prp1;
-            cmd.prp2 = prp2;
-        }
+        let list_pages = prp::list_pages_needed(buf.addr, data.len());
+        let list = slot.list.take(pages, list_pages * PAGE_SIZE, PAGE_SIZE)?;
+        let (prp1, prp2) = prp::build(dma, buf.addr, data.len(), list.map_or(0, |l| l.addr))?;
+        cmd.prp1 = prp1;
+        cmd.prp2 = prp2;
     }
     slot.meta_len = metadata.len();
     slot.meta_from_device = metadata.from_device();

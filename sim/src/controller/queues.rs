@@ -153,8 +153,7 @@ impl Controller {
         let Some(cq) = self.cqs.get_mut(qid).and_then(|q| q.as_mut()) else {
             return self.invalid_doorbell(error_status_info::WRITE_TO_INVALID_DOORBELL_REGISTER, dma);
         };
-        let freed = (value + cq.entries - cq.head) % cq.entries.max(1);
-        if value >= cq.entries || freed > cq.posted() {
+        if value >= cq.entries || (value + cq.entries - cq.head) % cq.entries > cq.posted() {
             return self.invalid_doorbell(error_status_info::INVALID_DOORBELL_WRITE_VALUE, dma);
         }
         cq.head = value;
