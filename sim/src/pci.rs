@@ -174,7 +174,7 @@ impl SimTransport {
 
     fn config_offset(offset: u16) -> Result<usize, TransportError> {
         let at = offset as usize;
-        if at % 4 != 0 || at + 4 > cfg::SIZE {
+        if !at.is_multiple_of(4) || at + 4 > cfg::SIZE {
             return Err(TransportError::Other(format!(
                 "configuration access at {offset:#x}: not a dword inside the 4 KiB configuration space"
             )));
@@ -183,7 +183,7 @@ impl SimTransport {
     }
 
     fn bar0_offset(&self, offset: u64) -> Result<(), TransportError> {
-        if offset % 4 != 0 || offset.checked_add(4).is_none_or(|end| end > self.bar0_size) {
+        if !offset.is_multiple_of(4) || offset.checked_add(4).is_none_or(|end| end > self.bar0_size) {
             return Err(TransportError::Other(format!(
                 "BAR0 access at {offset:#x}: not a dword inside BAR0 ({:#x} bytes)",
                 self.bar0_size

@@ -86,7 +86,10 @@ impl PageAllocator {
     /// nothing changes.
     pub fn free(&mut self, buf: DmaBuf) -> Result<(), DeviceError> {
         let refuse = || DeviceError::Driver(format!("freeing {:#x}+{:#x}, which is not allocated", buf.addr, buf.len));
-        if buf.addr < self.first || (buf.addr - self.first) % PAGE_SIZE as u64 != 0 || buf.len % PAGE_SIZE != 0 {
+        if buf.addr < self.first
+            || !(buf.addr - self.first).is_multiple_of(PAGE_SIZE as u64)
+            || !buf.len.is_multiple_of(PAGE_SIZE)
+        {
             return Err(refuse());
         }
         let start = ((buf.addr - self.first) / PAGE_SIZE as u64) as usize;

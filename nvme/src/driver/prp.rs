@@ -39,10 +39,10 @@ pub fn list_pages_needed(addr: u64, len: usize) -> usize {
 /// PRP lists into the contiguous, page-aligned `list` area (at least
 /// [`list_pages_needed`] pages). Returns `(prp1, prp2)`; `prp2` is 0 when unused.
 pub fn build(dma: &DmaRegion, addr: u64, len: usize, list: u64) -> Result<(u64, u64), DeviceError> {
-    if addr % 4 != 0 {
+    if !addr.is_multiple_of(4) {
         return Err(DeviceError::Driver(format!("PRP Entry 1 {addr:#x} is not dword aligned (§4.3)")));
     }
-    if list % PAGE_SIZE as u64 != 0 {
+    if !list.is_multiple_of(PAGE_SIZE as u64) {
         return Err(DeviceError::Driver(format!("PRP list area {list:#x} is not page aligned")));
     }
     let n = following_pages(addr, len);

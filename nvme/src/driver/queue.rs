@@ -55,7 +55,7 @@ impl Transfer<'_> {
         self.len() == 0
     }
 
-    fn from_device(&self) -> bool {
+    fn reads_from_device(&self) -> bool {
         matches!(self, Transfer::FromDevice(n) if *n > 0)
     }
 }
@@ -543,7 +543,7 @@ fn stage(
 ) -> Result<(), DeviceError> {
     let dma_err = |e| DeviceError::from(crate::transport::TransportError::from(e));
     slot.data_len = data.len();
-    slot.data_from_device = data.from_device();
+    slot.data_from_device = data.reads_from_device();
     // Without data there is no data pointer to fill: PRP Entry 1 / 2 stay as the caller
     // gave them (Create I/O queue commands carry the queue's base address there).
     if let Some(buf) = slot.data.take(pages, data.len(), keep_max)? {
@@ -559,7 +559,7 @@ fn stage(
         cmd.prp2 = prp2;
     }
     slot.meta_len = metadata.len();
-    slot.meta_from_device = metadata.from_device();
+    slot.meta_from_device = metadata.reads_from_device();
     if let Some(buf) = slot.meta.take(pages, metadata.len(), keep_max)? {
         if let Transfer::ToDevice(bytes) = metadata {
             dma.write(buf.addr, bytes).map_err(dma_err)?;

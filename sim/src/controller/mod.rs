@@ -273,17 +273,9 @@ impl Controller {
             offset::INTMS => self.intm |= value,
             offset::INTMC => self.intm &= !value,
             offset::CC => self.write_cc(Cc::from_bits(value), dma),
-            offset::CSTS => {
-                // NSSRO is RW1C; every other CSTS bit is read-only.
-                if Csts::from_bits(value).nssro() {
-                    self.csts.set_nssro(false);
-                }
-            }
-            offset::NSSR => {
-                if self.cap.nssrs() && value == NSSR_RESET_VALUE {
-                    self.nvm_subsystem_reset();
-                }
-            }
+            // NSSRO is RW1C; every other CSTS bit is read-only.
+            offset::CSTS if Csts::from_bits(value).nssro() => self.csts.set_nssro(false),
+            offset::NSSR if self.cap.nssrs() && value == NSSR_RESET_VALUE => self.nvm_subsystem_reset(),
             // ASQB and ACQB are bits 63:12; bits 11:00 are reserved.
             offset::AQA => self.aqa = Aqa::from_bits(value & 0x0fff_0fff),
             offset::ASQ => self.asq = (self.asq & !0xffff_ffff) | (value & !0xfff) as u64,

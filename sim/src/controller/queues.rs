@@ -125,13 +125,13 @@ impl Controller {
         }
         let stride = 4u64 << self.cap.dstrd();
         let rel = offset - nvme::spec::registers::offset::DOORBELLS;
-        if rel % stride != 0 {
+        if !rel.is_multiple_of(stride) {
             // Between doorbells when the stride is wider than a doorbell: reserved.
             return;
         }
         let index = rel / stride;
         let qid = (index / 2) as usize;
-        if index % 2 == 0 {
+        if index.is_multiple_of(2) {
             self.sq_tail_doorbell(qid, value, dma);
         } else {
             self.cq_head_doorbell(qid, value, dma);
