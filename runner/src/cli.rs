@@ -100,6 +100,7 @@ fn run_suites(args: RunArgs) -> i32 {
         exact: args.exact,
         list: args.list,
         junit: args.junit,
+        console_file: None,
     };
     match run::run(&suites, &options) {
         Ok(summary) if summary.has_failed() => EXIT_FAILED,

@@ -29,6 +29,9 @@ pub struct RunOptions {
     /// List the cases instead of running them; no device is opened.
     pub list: bool,
     pub junit: Option<PathBuf>,
+    /// Where libtest-mimic's case lines go instead of stdout (nvtest's own tests use this
+    /// so that an inner "test result: FAILED" line never mixes with cargo test's).
+    pub console_file: Option<PathBuf>,
 }
 
 /// What executes cases on one device: [`Session`], or a stand-in in tests.
@@ -91,6 +94,7 @@ pub fn arguments(options: &RunOptions) -> Arguments {
         exact: options.exact,
         list: options.list,
         test_threads: Some(1),
+        logfile: options.console_file.as_ref().map(|p| p.display().to_string()),
         ..Arguments::default()
     }
 }
@@ -376,20 +380,23 @@ mod tests {
         }
     }
 
-    fn options(filter: Option<&str>) -> RunOptions {
+    /// Options for a run whose console lines go to a file in `dir`.
+    fn options(filter: Option<&str>, dir: &tempfile::TempDir) -> RunOptions {
         RunOptions {
             target: TargetSpec::parse("sim").unwrap(),
             filter: filter.map(str::to_string),
             exact: false,
             list: false,
             junit: None,
+            console_file: Some(dir.path().join("console.txt")),
         }
     }
 
     #[test]
     fn every_verdict_is_recorded_and_counted_as_the_console_counts_it() {
         let suites = [suite(&["pass", "fail", "skip", "error", "known", "panics"])];
-        let summary = run_with(&suites, &options(None), || Ok(Scripted { seen: vec![] })).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let summary = run_with(&suites, &options(None, &dir), || Ok(Scripted { seen: vec![] })).unwrap();
         let c = summary.conclusion.clone();
         assert_eq!((c.num_passed, c.num_failed, c.num_ignored), (2, 3, 1));
         let counts = summary.results.counts();
@@ -403,12 +410,16 @@ mod tests {
         };
         assert!(e.contains("the scripted device does not know panics"), "{e}");
         assert!(summary.has_failed());
+        let console = std::fs::read_to_string(dir.path().join("console.txt")).unwrap();
+        assert!(console.contains("test s::skip   ... ignored (OACS bit 3 is 0)"), "{console}");
+        assert!(console.contains("---- s::fail ----\nrule §1: rule\n  sent:     s"), "{console}");
     }
 
     #[test]
     fn the_filter_keeps_matching_cases_only() {
         let suites = [suite(&["pass", "fail"])];
-        let summary = run_with(&suites, &options(Some("s::pass")), || Ok(Scripted { seen: vec![] })).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let summary = run_with(&suites, &options(Some("s::pass"), &dir), || Ok(Scripted { seen: vec![] })).unwrap();
         assert_eq!(summary.results.cases.len(), 1);
         assert_eq!(summary.conclusion.num_filtered_out, 1);
         assert!(!summary.has_failed());
@@ -417,15 +428,17 @@ mod tests {
     #[test]
     fn a_target_that_does_not_open_is_a_run_error() {
         let suites = [suite(&["pass"])];
-        let error =
-            run_with::<Scripted, _>(&suites, &options(None), || Err("sim:nope: no such profile".into())).unwrap_err();
+        let dir = tempfile::tempdir().unwrap();
+        let error = run_with::<Scripted, _>(&suites, &options(None, &dir), || Err("sim:nope: no such profile".into()))
+            .unwrap_err();
         assert_eq!(error, RunError::Target("sim:nope: no such profile".into()));
     }
 
     #[test]
     fn listing_opens_nothing() {
         let suites = [suite(&["pass"])];
-        let mut listing = options(None);
+        let dir = tempfile::tempdir().unwrap();
+        let mut listing = options(None, &dir);
         listing.list = true;
         let summary =
             run_with::<Scripted, _>(&suites, &listing, || panic!("listing must not open the device")).unwrap();

@@ -1,13 +1,14 @@
 //! What validation and matrix expansion need to know about each step: where its
 //! parameters are (path, numeric type, whether it is an LBA data size), its `expect`, the
-//! fields of which exactly one must be given, and the maps serde does not check for
-//! unknown keys (struct variants of untagged enums).
+//! fields of which exactly one must be given, the maps serde does not check for unknown
+//! keys (struct variants of untagged enums), and names used where the step cannot take
+//! them (`ns: all` in a one-namespace step, `blocks: remaining` outside create_namespace).
 //!
 //! One exhaustive `match` over [`Step`]: a new step, or a new parameter of a step, must be
 //! listed here, or `$name` in it would never be substituted. The compiler enforces the
 //! first; the second is a line in the step's arm.
 
-use super::model::{Blocks, Expect, Lba, NsRef, Param, Range, Ranges, Step};
+use super::model::{Blocks, BlocksName, Expect, Lba, NsName, NsRef, Param, Range, Ranges, Step};
 use super::spans::{key, Seg};
 
 /// A numeric parameter slot, borrowed from a step so that expansion can fill it in.
@@ -85,6 +86,26 @@ pub struct StepParts<'a> {
     pub exactly_one: Vec<(&'static str, bool)>,
     /// Maps written as struct variants of untagged enums, with the keys they allow.
     pub closed_maps: Vec<(Vec<Seg>, &'static [&'static str])>,
+    /// Names this step cannot take, and what it takes instead.
+    pub misuses: Vec<(Vec<Seg>, String)>,
+}
+
+/// What an `ns:` of a step may name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NsUse {
+    /// One namespace: of the set, or an identifier chosen for what it is.
+    One,
+    /// Members of the set: an index, `last` or `all`.
+    Members,
+}
+
+/// Where a `blocks:` count stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BlocksUse {
+    /// The size of a new namespace: a count, `remaining` or `more_than_remaining`.
+    Create,
+    /// A range in a namespace: a count or `whole`.
+    Range,
 }
 
 impl<'a> StepParts<'a> {
@@ -96,9 +117,27 @@ impl<'a> StepParts<'a> {
         self.params.push(ParamField { path, slot, data_size: true });
     }
 
-    fn ns(&mut self, path: Vec<Seg>, ns: &'a mut NsRef) {
-        if let NsRef::Index(p) = ns {
-            self.param(path, Slot::U32(p));
+    fn ns(&mut self, path: Vec<Seg>, ns: &'a mut NsRef, used: NsUse) {
+        match (ns, used) {
+            (NsRef::Index(p), _) => self.param(path, Slot::U32(p)),
+            (NsRef::Named(NsName::All), NsUse::One) => self.misuses.push((
+                path,
+                "`ns: all` names every namespace of the set, but this step takes one: an index, `$name`, \
+                 last, unallocated, beyond_nn, broadcast or zero"
+                    .into(),
+            )),
+            (
+                NsRef::Named(name @ (NsName::Unallocated | NsName::BeyondNn | NsName::Broadcast | NsName::Zero)),
+                NsUse::Members,
+            ) => self.misuses.push((
+                path,
+                format!(
+                    "`ns: {}` is not a namespace of the set, but this step works on the set: an index, `$name`, \
+                     last or all",
+                    ns_name(name)
+                ),
+            )),
+            (NsRef::Named(_), _) => {}
         }
     }
 
@@ -110,9 +149,23 @@ impl<'a> StepParts<'a> {
         }
     }
 
-    fn blocks(&mut self, path: Vec<Seg>, blocks: &'a mut Blocks) {
-        if let Blocks::Count(p) = blocks {
-            self.param(path, Slot::U64(p));
+    fn blocks(&mut self, path: Vec<Seg>, blocks: &'a mut Blocks, used: BlocksUse) {
+        match (blocks, used) {
+            (Blocks::Count(p), _) => self.param(path, Slot::U64(p)),
+            (Blocks::Named(BlocksName::Whole), BlocksUse::Create) => self.misuses.push((
+                path,
+                "`blocks: whole` is a range over a namespace; a new namespace's size is a number, `$name`, \
+                 remaining or more_than_remaining"
+                    .into(),
+            )),
+            (Blocks::Named(name @ (BlocksName::Remaining | BlocksName::MoreThanRemaining)), BlocksUse::Range) => {
+                let name = if *name == BlocksName::Remaining { "remaining" } else { "more_than_remaining" };
+                self.misuses.push((
+                    path,
+                    format!("`blocks: {name}` only sizes a new namespace (create_namespace); here give a number, `$name` or whole"),
+                ))
+            }
+            (Blocks::Named(_), _) => {}
         }
     }
 
@@ -122,7 +175,7 @@ impl<'a> StepParts<'a> {
                 for (i, Range { lba, blocks }) in list.iter_mut().enumerate() {
                     let at = |field: &str| [path.clone(), vec![Seg::Index(i), key(field)]].concat();
                     self.lba(at("lba"), lba);
-                    self.blocks(at("blocks"), blocks);
+                    self.blocks(at("blocks"), blocks, BlocksUse::Range);
                 }
             }
             Ranges::Generated { count, blocks, stride, start: _ } => {
@@ -138,6 +191,17 @@ impl<'a> StepParts<'a> {
 
 fn at(field: &str) -> Vec<Seg> {
     vec![key(field)]
+}
+
+fn ns_name(name: &NsName) -> &'static str {
+    match name {
+        NsName::All => "all",
+        NsName::Last => "last",
+        NsName::Unallocated => "unallocated",
+        NsName::BeyondNn => "beyond_nn",
+        NsName::Broadcast => "broadcast",
+        NsName::Zero => "zero",
+    }
 }
 
 /// Lists the parts of `step`, borrowing its parameters mutably.
@@ -160,7 +224,7 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             if let Some(index) = lbaf {
                 parts.param(at("lbaf"), Slot::U8(index));
             }
-            parts.blocks(at("blocks"), blocks);
+            parts.blocks(at("blocks"), blocks, BlocksUse::Create);
             parts.expect = expect.as_ref();
         }
         Step::CreateUntilFull { lbads, blocks } => {
@@ -168,11 +232,11 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             parts.param(at("blocks"), Slot::U64(blocks));
         }
         Step::DeleteNamespace { ns, expect } | Step::Attach { ns, expect } | Step::Detach { ns, expect } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::One);
             parts.expect = expect.as_ref();
         }
         Step::Format { ns, lbads, lbaf, expect } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::One);
             parts.exactly_one = vec![("lbads", lbads.is_some()), ("lbaf", lbaf.is_some())];
             if let Some(size) = lbads {
                 parts.data_size(at("lbads"), Slot::U32(size));
@@ -183,50 +247,50 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             parts.expect = expect.as_ref();
         }
         Step::Write { ns, lba, blocks, fua: _ } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::Members);
             parts.lba(at("lba"), lba);
-            parts.blocks(at("blocks"), blocks);
+            parts.blocks(at("blocks"), blocks, BlocksUse::Range);
         }
         Step::Verify { ns, lba, blocks } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::Members);
             if let Some(lba) = lba {
                 parts.lba(at("lba"), lba);
             }
             if let Some(blocks) = blocks {
-                parts.blocks(at("blocks"), blocks);
+                parts.blocks(at("blocks"), blocks, BlocksUse::Range);
             }
         }
         Step::Io { ns, op: _, lba, blocks, expect } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::One);
             parts.lba(at("lba"), lba);
             parts.param(at("blocks"), Slot::U32(blocks));
             parts.expect = expect.as_ref();
         }
         Step::IoBeyondMdts { ns, op: _, expect } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::One);
             parts.expect = expect.as_ref();
         }
         Step::Deallocate { ns, ranges, expect } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::One);
             parts.ranges(at("ranges"), ranges);
             parts.expect = expect.as_ref();
         }
         Step::DeallocateAll { ns } | Step::Flush { ns } | Step::ExpectNamespaceChanged { ns } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::One);
         }
         Step::WriteZeroes { ns, lba, blocks, deac: _, expect } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::One);
             parts.lba(at("lba"), lba);
             parts.param(at("blocks"), Slot::U32(blocks));
             parts.expect = expect.as_ref();
         }
         Step::Compare { ns, lba, blocks, mismatch: _ } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::One);
             parts.lba(at("lba"), lba);
             parts.param(at("blocks"), Slot::U32(blocks));
         }
         Step::Identify { cns: _, ns, expect, zero_filled: _ } => {
-            parts.ns(at("ns"), ns);
+            parts.ns(at("ns"), ns, NsUse::One);
             parts.expect = expect.as_ref();
         }
     }

@@ -187,6 +187,9 @@ impl Validator<'_> {
                     }
                 }
             }
+            for (path, message) in &parts.misuses {
+                self.at(&[step_path.clone(), path.clone()].concat(), message.clone());
+            }
             if let Some(expect) = parts.expect {
                 let expect_path = [step_path.clone(), vec![key("expect")]].concat();
                 match expect {
@@ -423,6 +426,18 @@ mod tests {
         let found =
             problems("    steps:\n      - deallocate: {ns: 1, ranges: {count: 2, blocks: 1, stride: 4, strat: 1}}\n");
         assert_eq!(found, ["9:70: unknown key `strat` in `deallocate`; allowed here: count, blocks, stride, start"]);
+    }
+
+    #[test]
+    fn names_a_step_cannot_take_are_rejected() {
+        let found = problems(
+            "    steps:\n      - flush: {ns: all}\n      - verify: {ns: zero, blocks: remaining}\n      - create_namespace: {lbads: 512, blocks: whole}\n",
+        );
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert!(found[0].starts_with("9:21: `ns: all` names every namespace of the set, but this step takes one"));
+        assert!(found[1].starts_with("10:22: `ns: zero` is not a namespace of the set"));
+        assert!(found[2].starts_with("10:36: `blocks: remaining` only sizes a new namespace"));
+        assert!(found[3].starts_with("11:48: `blocks: whole` is a range over a namespace"));
     }
 
     #[test]
