@@ -22,6 +22,7 @@
 //! quirks: []
 //! ```
 
+use crate::controller::ControllerConfig;
 use nvme::spec::identify::DeallocatedRead;
 use nvme::spec::Version;
 use serde::Deserialize;
@@ -301,6 +302,32 @@ impl Profile {
     pub fn vs(&self) -> u32 {
         self.version.to_register()
     }
+
+    /// The queue engine's configuration for this drive: CAP.MQES and CAP.TO from
+    /// `max_queue_entries` and `timeout_ms`, VS, AERL, CNTLID, the PCI IDs, one MSI-X
+    /// vector per I/O queue plus the admin queue, doorbells for every queue, and
+    /// CAP.MPSMIN 0 (4 KiB: the unit MDTS counts in). Everything else is the engine's default.
+    pub fn controller_config(&self) -> ControllerConfig {
+        let c = &self.controller;
+        let queues = c.max_io_queues as u64 + 1;
+        // Doorbells start at 1000h: one SQ tail and one CQ head of 4 bytes per queue (DSTRD 0).
+        let bar0_bytes = (0x1000 + queues * 8).next_power_of_two().max(ControllerConfig::default().bar0_bytes);
+        ControllerConfig {
+            name: self.name.clone(),
+            mqes: (c.max_queue_entries - 1).min(u16::MAX as u32) as u16,
+            to: (c.timeout_ms / 500).min(255) as u8,
+            dstrd: 0,
+            mpsmin: 0,
+            version: self.version,
+            aerl: c.aerl,
+            cntlid: c.cntlid,
+            vendor_id: self.identity.pci_vendor_id,
+            subsystem_vendor_id: self.identity.pci_subsystem_vendor_id,
+            interrupt_vectors: (queues as u16).min(2048),
+            bar0_bytes,
+            ..ControllerConfig::default()
+        }
+    }
 }
 
 fn invalid<T>(origin: &str, at: &serde_saphyr::Location, message: String) -> Result<T, ProfileError> {
@@ -531,6 +558,20 @@ mod tests {
             assert!(p.quirks.is_empty(), "a shipped profile is clean");
         }
         assert!(matches!(Profile::builtin("nope"), Err(ProfileError::UnknownBuiltin { .. })));
+    }
+
+    #[test]
+    fn the_engine_configuration_follows_the_profile() {
+        let p = Profile::builtin("enterprise-1.4").unwrap();
+        let config = p.controller_config();
+        assert_eq!(config.mqes, 1023);
+        assert_eq!(config.to, 30);
+        assert_eq!(config.version, Version::V1_4);
+        assert_eq!((config.aerl, config.cntlid), (3, 1));
+        assert_eq!((config.vendor_id, config.subsystem_vendor_id), (0x5354, 0x5354));
+        assert_eq!(config.interrupt_vectors, 65);
+        assert_eq!(config.mpsmin, 0);
+        assert!(config.bar0_size() >= 0x1000 + 65 * 8);
     }
 
     #[test]
