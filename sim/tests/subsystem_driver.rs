@@ -63,7 +63,8 @@ fn namespace_notices_reach_the_host_as_asynchronous_events() {
     let events = ctrl.take_async_events().unwrap();
     assert_eq!(events.len(), 1);
     // Notice (2h), Namespace Attribute Changed (00h), log page 04h.
-    assert_eq!(events[0].dw0, 2 | 0 << 8 | 0x04 << 16);
+    let dw0 = events[0].dw0;
+    assert_eq!((dw0 & 7, (dw0 >> 8) & 0xFF, (dw0 >> 16) & 0xFF), (2, 0, 0x04));
     let mut bytes = vec![0u8; 4096];
     let done = ctrl.admin(identify::identify(Cns::Namespace, 1, 0), Data::FromDevice(&mut bytes)).unwrap();
     assert!(done.status().is_success());
