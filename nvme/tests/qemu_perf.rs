@@ -1,25 +1,133 @@
-//! What the QEMU transport alone achieves: 4 KiB writes then reads at queue depth 32
-//! through the hand-built queue of `qemu_support` (one SQ doorbell and one CQ doorbell
-//! per batch of 32, as the reference probe does), next to the Python reference probe
-//! (`shared/reference/qtest_shm_probe.py`) run in the same test on the same machine.
-//! Prints both, and the qtest requests per command. Asserts only that the I/O works:
-//! throughput on a shared machine is reported, not judged.
+//! What the QEMU transport achieves: 4 KiB writes then reads at queue depth 32, next to
+//! the Python reference probe (`shared/reference/qtest_shm_probe.py`) run in the same
+//! test on the same machine. Measured three ways:
+//! - the hand-built queue of `qemu_support` (one SQ doorbell and one CQ doorbell per
+//!   batch of 32, as the probe does) on a disk with `aio=io_uring`, on one with
+//!   `aio=threads` (the probe's backend), and on QEMU's `null-co` driver, which does no
+//!   I/O at all: that is the transport plus QEMU's NVMe emulation alone;
+//! - nvtest's host driver on an `aio=io_uring` disk.
+//!
+//! Also prints the qtest requests per command and one synchronous round trip. Asserts
+//! only that all I/O succeeds: throughput on a shared machine is reported, not judged.
 //!
 //! `cargo test -p nvme --release --test qemu_perf -- --nocapture`
 
 mod qemu_support;
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use nvme::device::Device;
+use nvme::driver::{Controller, Options, Transfer};
 use nvme::spec::registers::offset;
-use nvme::spec::NvmOpcode;
-use nvme::transport::qemu::{Disk, QemuMachine};
+use nvme::spec::{Command, NvmOpcode};
+use nvme::transport::qemu::{Disk, DiskAio, QemuConfig, QemuMachine, QtestStats};
 use nvme::transport::Transport;
-use qemu_support::{one_controller, Hand};
+use qemu_support::{args, one_controller, qemu_binary, Hand};
 
 const IOS: u64 = 8192;
 const QD: u16 = 32;
+
+/// Writes then reads, IOPS of each.
+type Iops = [f64; 2];
+
+fn disk_config(aio: DiskAio) -> QemuConfig {
+    let mut config = one_controller("PERF0001");
+    config.disks = vec![Disk { node_name: "ns1".into(), size_bytes: 256 << 20 }];
+    config.disk_aio = aio;
+    config
+}
+
+/// A namespace on QEMU's `null-co` block driver: reads return zeroes, writes vanish.
+fn null_config() -> QemuConfig {
+    QemuConfig {
+        binary: qemu_binary(),
+        extra_args: args(&[
+            "-blockdev",
+            "driver=null-co,node-name=null0,size=268435456,read-zeroes=on",
+            "-device",
+            "nvme,serial=PERF0002,id=nvme0",
+            "-device",
+            "nvme-ns,drive=null0,nsid=1,logical_block_size=4096,physical_block_size=4096",
+        ]),
+        ..QemuConfig::default()
+    }
+}
+
+fn report(who: &str, opcode: NvmOpcode, elapsed: Duration, before: QtestStats, after: QtestStats) -> f64 {
+    let iops = IOS as f64 / elapsed.as_secs_f64();
+    let per_command = |x: u64| x as f64 / IOS as f64;
+    println!(
+        "{who} {opcode:?}: {IOS} x 4 KiB at QD {QD}: {iops:.0} IOPS ({:.1} us/command; per command {:.3} round \
+         trips, {:.3} posted writes)",
+        elapsed.as_secs_f64() * 1e6 / IOS as f64,
+        per_command(after.round_trips - before.round_trips),
+        per_command(after.posted_writes - before.posted_writes),
+    );
+    iops
+}
+
+/// The hand-built queue pair, `QD` commands per doorbell.
+fn through_the_transport(who: &str, config: QemuConfig) -> Iops {
+    let machine = QemuMachine::start(config).unwrap();
+    let mut t = machine.transport(machine.controllers()[0]).unwrap();
+    let mut hand = Hand::bring_up(&mut t, 32).unwrap();
+    hand.create_io_queue(&mut t, 64).unwrap();
+    let mut iops = [0.0; 2];
+    for (i, opcode) in [NvmOpcode::Write, NvmOpcode::Read].into_iter().enumerate() {
+        let before = machine.qtest_stats();
+        let start = Instant::now();
+        hand.io_batch(&mut t, opcode, IOS, QD).unwrap();
+        iops[i] = report(who, opcode, start.elapsed(), before, machine.qtest_stats());
+    }
+    iops
+}
+
+/// nvtest's host driver: `QD` commands submitted, one ring, wait for all, repeat.
+fn through_the_driver(config: QemuConfig) -> Iops {
+    let machine = QemuMachine::start(config).unwrap();
+    let transport = machine.transport(machine.controllers()[0]).unwrap();
+    let options = Options { io_queue_depth: 64, ..Options::default() };
+    let mut ctrl = Controller::new(Box::new(transport), options).unwrap();
+    let qid = ctrl.io_queues()[0];
+    let payload = vec![0xA5u8; 4096];
+    let mut iops = [0.0; 2];
+    for (i, opcode) in [NvmOpcode::Write, NvmOpcode::Read].into_iter().enumerate() {
+        let before = machine.qtest_stats();
+        let start = Instant::now();
+        let mut queue = ctrl.queue(qid).unwrap();
+        let mut lba = 0u64;
+        while lba < IOS {
+            let n = (IOS - lba).min(QD as u64);
+            for j in 0..n {
+                let cmd = Command::nvm(opcode, 1).with_slba(lba + j);
+                let data =
+                    if opcode == NvmOpcode::Write { Transfer::ToDevice(&payload) } else { Transfer::FromDevice(4096) };
+                queue.submit(cmd, data).unwrap();
+            }
+            queue.ring().unwrap();
+            let mut failed = 0;
+            queue.wait(n as usize, |r| failed += !r.completion.status().is_success() as usize).unwrap();
+            assert_eq!(failed, 0, "{opcode:?} commands failed");
+            lba += n;
+        }
+        iops[i] = report("driver, io_uring", opcode, start.elapsed(), before, machine.qtest_stats());
+    }
+    ctrl.shutdown().unwrap();
+    iops
+}
+
+/// One synchronous qtest round trip through QEMU's main loop (a register read).
+fn round_trip() -> Duration {
+    let machine = QemuMachine::start(null_config()).unwrap();
+    let mut t = machine.transport(machine.controllers()[0]).unwrap();
+    let n = 2000;
+    let start = Instant::now();
+    for _ in 0..n {
+        t.mmio_read32(offset::VS).unwrap();
+    }
+    start.elapsed() / n
+}
 
 fn probe_path() -> Option<PathBuf> {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -32,7 +140,7 @@ fn probe_path() -> Option<PathBuf> {
 }
 
 /// The probe's `RESULT write_iops=N read_iops=N` line.
-fn run_probe() -> Result<(f64, f64), String> {
+fn run_probe() -> Result<Iops, String> {
     let path = probe_path().ok_or("the reference probe shared/reference/qtest_shm_probe.py is not beside the repo")?;
     let out = std::process::Command::new("python3")
         .arg(&path)
@@ -48,55 +156,26 @@ fn run_probe() -> Result<(f64, f64), String> {
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| format!("no {name} in {line:?}"))
     };
-    Ok((field("write_iops=")?, field("read_iops=")?))
+    Ok([field("write_iops=")?, field("read_iops=")?])
 }
 
 #[test]
-fn four_kib_at_qd32_through_the_transport_versus_the_python_probe() {
-    let mut config = one_controller("PERF0001");
-    config.disks = vec![Disk { node_name: "ns1".into(), size_bytes: 256 << 20 }];
-    let machine = QemuMachine::start(config).unwrap();
-    let mut t = machine.transport(machine.controllers()[0]).unwrap();
-
-    // One synchronous round trip (a register read) through QEMU's main loop.
-    let n = 2000;
-    let start = Instant::now();
-    for _ in 0..n {
-        t.mmio_read32(offset::VS).unwrap();
-    }
-    let round_trip = start.elapsed() / n;
-
-    let mut hand = Hand::bring_up(&mut t, 32).unwrap();
-    hand.create_io_queue(&mut t, 64).unwrap();
-    let mut iops = Vec::new();
-    for opcode in [NvmOpcode::Write, NvmOpcode::Read] {
-        let before = machine.qtest_stats();
-        let start = Instant::now();
-        hand.io_batch(&mut t, opcode, IOS, QD).unwrap();
-        let elapsed = start.elapsed();
-        let after = machine.qtest_stats();
-        let per_cmd = |x: u64| x as f64 / IOS as f64;
-        iops.push(IOS as f64 / elapsed.as_secs_f64());
-        println!(
-            "transport {opcode:?}: {IOS} x 4 KiB at QD {QD}: {:.0} IOPS ({:.1} us/command; per command {:.3} round trips, \
-             {:.3} posted writes)",
-            IOS as f64 / elapsed.as_secs_f64(),
-            elapsed.as_secs_f64() * 1e6 / IOS as f64,
-            per_cmd(after.round_trips - before.round_trips),
-            per_cmd(after.posted_writes - before.posted_writes),
-        );
-    }
-    println!("transport: one qtest round trip (readl of VS) takes {:.1} us", round_trip.as_secs_f64() * 1e6);
-    drop(t);
-    drop(machine);
-
+fn four_kib_at_qd32_through_the_transport_and_the_driver_versus_the_python_probe() {
+    println!("one qtest round trip (readl of VS): {:.1} us", round_trip().as_secs_f64() * 1e6);
+    let null = through_the_transport("transport, null-co", null_config());
+    let uring = through_the_transport("transport, io_uring", disk_config(DiskAio::IoUring));
+    let threads = through_the_transport("transport, threads", disk_config(DiskAio::Threads));
+    let driver = through_the_driver(disk_config(DiskAio::IoUring));
     match run_probe() {
-        Ok((write, read)) => println!(
-            "python probe: write {write:.0} IOPS, read {read:.0} IOPS; transport/probe: write {:.2}x, read {:.2}x",
-            iops[0] / write,
-            iops[1] / read
-        ),
+        Ok(probe) => {
+            println!("python probe (threads): write {:.0} IOPS, read {:.0} IOPS", probe[0], probe[1]);
+            for (who, iops) in
+                [("transport, threads", threads), ("transport, io_uring", uring), ("driver, io_uring", driver)]
+            {
+                println!("{who} / probe: write {:.2}x, read {:.2}x", iops[0] / probe[0], iops[1] / probe[1]);
+            }
+        }
         Err(why) => println!("python probe not run: {why}"),
     }
-    assert!(iops.iter().all(|&x| x > 0.0));
+    assert!([null, uring, threads, driver].iter().flatten().all(|&x| x > 0.0));
 }

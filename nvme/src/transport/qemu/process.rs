@@ -67,17 +67,38 @@ pub(crate) fn shm_unlinked(id: u64) {
 /// Kills every QEMU nvtest started and removes their temporary files. For signal
 /// handlers and fatal-error paths; machines still referenced afterwards report `Gone`.
 pub fn cleanup_all() {
+    kill_all_and_remove_files();
+}
+
+/// [`cleanup_all`], returning the pids it killed (not reaped: their `Process` owns that).
+fn kill_all_and_remove_files() -> Vec<u32> {
+    let mut killed = Vec::new();
     let mut map = registry();
     for entry in map.values_mut() {
         if let Some(pid) = entry.pid.take() {
             // SAFETY: plain syscall. The pid is not reaped (reaping happens under this
             // lock and clears `pid`), so it still names our QEMU or its zombie.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            killed.push(pid);
         }
         let _ = std::fs::remove_dir_all(&entry.dir);
         if let Some(shm) = entry.shm.take() {
             let _ = std::fs::remove_file(shm);
         }
+    }
+    killed
+}
+
+/// Reaps killed children before the process exits, so no zombie waits for init to
+/// collect it; gives up after one second (a child stuck in the kernel).
+fn reap_before_exit(pids: &[u32]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    let mut left: Vec<u32> = pids.to_vec();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        // SAFETY: plain syscall on our own children; nothing else will wait for them,
+        // the process exits right after.
+        left.retain(|&pid| unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), libc::WNOHANG) } == 0);
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -90,7 +111,8 @@ fn install_signal_watcher() -> io::Result<()> {
             .name("nvtest-qemu-signals".into())
             .spawn(move || {
                 if let Some(signal) = signals.forever().next() {
-                    cleanup_all();
+                    let killed = kill_all_and_remove_files();
+                    reap_before_exit(&killed);
                     std::process::exit(128 + signal);
                 }
             })
