@@ -121,7 +121,8 @@ impl Subsystem {
         } else {
             FlushBroadcast::NotIndicated
         });
-        if self.version() >= Version::V1_3 {
+        // SUBNQN: NVMe 1.2.1 and later.
+        if self.version() >= Version::V1_2_1 {
             id.subnqn = self.subnqn();
         }
         id.psd[0] = PowerStateDescriptor { mp: 2500, ..PowerStateDescriptor::default() };
@@ -130,7 +131,7 @@ impl Subsystem {
 
     /// Whether Get Log Page has NUMDU and LPOL/LPOU (LPA bit 2, NVMe 1.2.1 and later).
     pub(super) fn extended_log_data(&self) -> bool {
-        self.version() >= Version::V1_3
+        self.version() >= Version::V1_2_1
     }
 
     /// SUBNQN in the form §7.9 gives for a controller without an assigned NQN:
