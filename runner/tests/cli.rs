@@ -205,3 +205,36 @@ fn a_target_that_cannot_open_exits_2_after_the_suites_load() {
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(stderr(&output).starts_with("error: "), "{}", stderr(&output));
 }
+
+/// The names a suite may use, from the schema: steps, checks, requirements, and the named
+/// values of `ns`, `lba`, `blocks` and `op`.
+fn vocabulary(schema: &serde_json::Value) -> Vec<String> {
+    let mut names = Vec::new();
+    for definition in ["Step", "CheckName", "Requirement", "NsName", "LbaName", "BlocksName", "IoOp"] {
+        let definition_schema = &schema["$defs"][definition];
+        assert!(definition_schema.is_object(), "the schema has no {definition}");
+        let variants =
+            definition_schema["oneOf"].as_array().cloned().unwrap_or_else(|| vec![definition_schema.clone()]);
+        for variant in variants {
+            if let Some(name) = variant["const"].as_str() {
+                names.push(name.to_string());
+            }
+            if let Some(values) = variant["enum"].as_array() {
+                names.extend(values.iter().filter_map(|v| v.as_str().map(str::to_string)));
+            }
+            if let Some(properties) = variant["properties"].as_object() {
+                names.extend(properties.keys().cloned());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn the_suite_format_readme_describes_every_name_of_the_vocabulary() {
+    let schema: serde_json::Value = serde_json::from_slice(&nvtest(&["schema"]).stdout).unwrap();
+    let readme = std::fs::read_to_string(manifest_dir().join("../suites/README.md")).unwrap();
+    let missing: Vec<String> =
+        vocabulary(&schema).into_iter().filter(|name| !readme.contains(&format!("`{name}`"))).collect();
+    assert!(missing.is_empty(), "suites/README.md does not describe: {missing:?}");
+}

@@ -122,7 +122,7 @@ impl<'a> StepParts<'a> {
             (NsRef::Index(p), _) => self.param(path, Slot::U32(p)),
             (NsRef::Named(NsName::All), NsUse::One) => self.misuses.push((
                 path,
-                "`ns: all` names every namespace of the set, but this step takes one: an index, `$name`, \
+                "`ns: all` names every namespace of the set; this step takes one: an index, `$name`, \
                  last, unallocated, beyond_nn, broadcast or zero"
                     .into(),
             )),
@@ -132,7 +132,7 @@ impl<'a> StepParts<'a> {
             ) => self.misuses.push((
                 path,
                 format!(
-                    "`ns: {}` is not a namespace of the set, but this step works on the set: an index, `$name`, \
+                    "`ns: {}` is not a namespace of the set; this step works on the set: an index, `$name`, \
                      last or all",
                     ns_name(name)
                 ),

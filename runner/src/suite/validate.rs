@@ -434,7 +434,7 @@ mod tests {
             "    steps:\n      - flush: {ns: all}\n      - verify: {ns: zero, blocks: remaining}\n      - create_namespace: {lbads: 512, blocks: whole}\n",
         );
         assert_eq!(found.len(), 4, "{found:?}");
-        assert!(found[0].starts_with("9:21: `ns: all` names every namespace of the set, but this step takes one"));
+        assert!(found[0].starts_with("9:21: `ns: all` names every namespace of the set; this step takes one"));
         assert!(found[1].starts_with("10:22: `ns: zero` is not a namespace of the set"));
         assert!(found[2].starts_with("10:36: `blocks: remaining` only sizes a new namespace"));
         assert!(found[3].starts_with("11:48: `blocks: whole` is a range over a namespace"));
