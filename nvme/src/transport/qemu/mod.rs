@@ -220,15 +220,7 @@ impl QemuConfig {
             )));
         }
         for disk in &self.disks {
-            let name = &disk.node_name;
-            let valid = name.len() <= 26
-                && name.starts_with(|c: char| c.is_ascii_alphabetic())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-            if !valid {
-                return Err(TransportError::Other(format!(
-                    "disk node name {name:?}: use up to 26 letters, digits, '-' or '_', starting with a letter"
-                )));
-            }
+            check_node_name(&disk.node_name)?;
         }
         if self.timeout.is_zero() {
             return Err(TransportError::Other("QEMU timeout must be positive".to_owned()));
@@ -239,6 +231,20 @@ impl QemuConfig {
     fn ram_bytes(&self) -> u64 {
         (self.memory_mb as u64) << 20
     }
+}
+
+/// A disk's node name becomes part of QEMU options (`node-name=<name>-file`) and of a
+/// file name, so it is kept to what QEMU accepts there and can never split an option.
+fn check_node_name(name: &str) -> Result<(), TransportError> {
+    let valid = name.len() <= 26
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(TransportError::Other(format!(
+            "disk node name {name:?}: use up to 26 letters, digits, '-' or '_', starting with a letter"
+        )));
+    }
+    Ok(())
 }
 
 impl QemuMachine {
@@ -398,8 +404,7 @@ impl QemuMachine {
     /// Creates a sparse raw image `<name>.img` of `size_bytes` in the machine's
     /// temporary directory (removed with the machine), e.g. for `blockdev-add`.
     pub fn create_disk(&self, name: &str, size_bytes: u64) -> Result<PathBuf, TransportError> {
-        let disk = Disk { node_name: name.to_owned(), size_bytes };
-        QemuConfig { disks: vec![disk], ..QemuConfig::default() }.validate()?;
+        check_node_name(name)?;
         let dir = self.temp_dir().ok_or_else(|| TransportError::Gone("the machine was shut down".to_owned()))?;
         let path = dir.join(format!("{name}.img"));
         create_sparse(&path, size_bytes)?;
