@@ -124,6 +124,10 @@ where
         let results = RunResults::new(DeviceIdentity::default(), suites);
         return Ok(RunSummary { results, conclusion: empty_conclusion() });
     }
+    if let Some(dir) = options.junit.as_ref().and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| RunError::Report(format!("cannot create {} for the JUnit report: {e}", dir.display())))?;
+    }
     let device = Device::start(open).map_err(RunError::Target)?;
     print_identity(&device.identity);
 
@@ -432,6 +436,18 @@ mod tests {
         let error = run_with::<Scripted, _>(&suites, &options(None, &dir), || Err("sim:nope: no such profile".into()))
             .unwrap_err();
         assert_eq!(error, RunError::Target("sim:nope: no such profile".into()));
+    }
+
+    #[test]
+    fn an_impossible_junit_directory_is_reported_before_the_device_opens() {
+        let suites = [suite(&["pass"])];
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("file"), "").unwrap();
+        let mut options = options(None, &dir);
+        options.junit = Some(dir.path().join("file/junit.xml"));
+        let error =
+            run_with::<Scripted, _>(&suites, &options, || panic!("opened despite the report error")).unwrap_err();
+        assert!(matches!(&error, RunError::Report(e) if e.starts_with("cannot create ")), "{error:?}");
     }
 
     #[test]

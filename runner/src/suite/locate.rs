@@ -18,7 +18,8 @@ pub fn suites_dir() -> Result<PathBuf, String> {
         candidates.extend(exe.ancestors().skip(1).map(|dir| dir.join("suites")));
     }
     candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("suites"));
-    candidates.iter().find(|dir| dir.is_dir()).cloned().ok_or_else(|| {
+    let found = candidates.into_iter().find(|dir| dir.is_dir());
+    found.map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir)).ok_or_else(|| {
         "no suites directory: looked for ./suites, suites/ above the executable, and the source tree's".into()
     })
 }
