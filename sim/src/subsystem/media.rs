@@ -176,12 +176,6 @@ impl Media {
         }
         Ok(())
     }
-
-    /// Forgets everything: every byte reads as `fill` again.
-    pub fn clear(&mut self, fill: u8) {
-        self.fill = fill;
-        self.chunks.iter_mut().for_each(|c| *c = None);
-    }
 }
 
 #[cfg(test)]
