@@ -315,3 +315,24 @@ fn a_rescan_finds_a_controller_hot_added_behind_a_root_port_and_forgets_it_when_
         assert!(machine.rescan().unwrap().is_empty());
     }
 }
+
+#[test]
+fn a_new_transport_starts_with_zeroed_dma_memory_and_bus_mastering_on() {
+    let machine = QemuMachine::start(one_controller("ZERO0001")).unwrap();
+    let address = machine.controllers()[0];
+    let t = machine.transport(address).unwrap();
+    let (base, len) = (t.dma().base(), t.dma().len() as u64);
+    t.dma().fill(base, 4096, 0xEE).unwrap();
+    t.dma().fill(base + len - 4096, 4096, 0xEE).unwrap();
+    drop(t);
+    assert_eq!(machine.config_read32(address, 0x04).unwrap() & 0x4, 0, "a dropped transport clears Bus Master Enable");
+
+    let t = machine.transport(address).unwrap();
+    assert_eq!(t.dma().base(), base, "the freed window is handed out again");
+    let mut page = [0xFFu8; 4096];
+    for at in [base, base + len - 4096] {
+        t.dma().read(at, &mut page).unwrap();
+        assert!(page.iter().all(|&b| b == 0), "DMA memory at {at:#x} is zeroed for the new transport");
+    }
+    assert_eq!(machine.config_read32(address, 0x04).unwrap() & 0x6, 0x6);
+}

@@ -5,8 +5,8 @@
 //! a device. nvtest reaches the machine three ways:
 //! - **qtest** (`-qtest unix:…`, nvtest listening, QEMU connecting): port I/O and
 //!   physical memory reads/writes, used for PCI configuration (ECAM, enabled through
-//!   0xCF8/0xCFC at start) and BAR0 registers. See [`qtest`](self) module docs for the
-//!   posted-write scheme.
+//!   0xCF8/0xCFC at start) and BAR0 registers. Register writes are posted: sent at
+//!   once, their `OK` collected later (qtest.rs), so a doorbell costs no round trip.
 //! - **shared guest RAM**: `memory-backend-file,share=on` on a file in /dev/shm that
 //!   nvtest maps; bus address = file offset (all RAM sits below the PCI hole, so
 //!   [`QemuConfig::memory_mb`] is at most 2048). Queues and data buffers are plain
@@ -332,8 +332,9 @@ impl QemuMachine {
     }
 
     /// A transport for the NVMe function at `address`, with its own DMA window of guest
-    /// RAM. One transport per function at a time. Sets Bus Master Enable; dropping the
-    /// transport clears it, so the controller can no longer write into that window.
+    /// RAM, all zeroes. One transport per function at a time. Sets Bus Master Enable;
+    /// dropping the transport clears it, so the controller can no longer write into that
+    /// window once another transport has it.
     pub fn transport(&self, address: PciAddress) -> Result<QemuTransport, TransportError> {
         let bar0 = self
             .function(address)
@@ -653,8 +654,24 @@ impl Machine {
         self.with_bus("writing PCI configuration", |bus| Ecam(&mut bus.qtest).write32(address, offset, value))
     }
 
+    /// Maps DMA window `window`, zeroed: punching a hole in the tmpfs file drops its
+    /// pages (QEMU's mapping sees the same zeroes), so a transport never inherits what
+    /// an earlier one left there, and the memory goes back to the host.
     fn map_window(&self, window: usize) -> Result<DmaRegion, TransportError> {
+        use std::os::fd::AsRawFd;
         let offset = DMA_START + window as u64 * self.dma_window;
+        // SAFETY: plain syscall on our own file descriptor.
+        let punched = unsafe {
+            libc::fallocate(
+                self.ram.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                offset as libc::off_t,
+                self.dma_window as libc::off_t,
+            )
+        };
+        if punched != 0 {
+            return Err(other("cannot zero a DMA window of guest RAM", std::io::Error::last_os_error()));
+        }
         // A raw mapping: QEMU writes this memory concurrently, and DmaRegion only ever
         // copies in and out of it or uses atomics.
         let map = memmap2::MmapOptions::new()
