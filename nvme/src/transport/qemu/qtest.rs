@@ -68,7 +68,12 @@ pub(crate) struct Qtest {
     timeout: Duration,
     line: String,
     stats: QtestStats,
+    /// When [`Qtest::drain`] last looked for a closed connection with nothing posted.
+    last_check: Instant,
 }
+
+/// How often [`Qtest::drain`] looks for a QEMU that went away while nothing is posted.
+const LIVENESS_CHECK: Duration = Duration::from_millis(1);
 
 /// How many qtest requests were sent, by kind: what a workload costs in socket traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,7 +86,14 @@ pub struct QtestStats {
 
 impl Qtest {
     pub(crate) fn new(sock: LineSocket, timeout: Duration) -> Self {
-        Qtest { sock, posted: VecDeque::new(), timeout, line: String::with_capacity(64), stats: QtestStats::default() }
+        Qtest {
+            sock,
+            posted: VecDeque::new(),
+            timeout,
+            line: String::with_capacity(64),
+            stats: QtestStats::default(),
+            last_check: Instant::now(),
+        }
     }
 
     pub(crate) fn stats(&self) -> QtestStats {
@@ -123,7 +135,13 @@ impl Qtest {
     }
 
     /// Collects the replies to posted writes that have already arrived; never waits.
+    /// With nothing posted, it still notices (at most every [`LIVENESS_CHECK`]) a QEMU
+    /// that closed the connection, so a host polling memory learns QEMU died.
     pub(crate) fn drain(&mut self) -> Result<(), QtestError> {
+        if self.posted.is_empty() && self.last_check.elapsed() >= LIVENESS_CHECK {
+            self.last_check = Instant::now();
+            self.sock.check_open().map_err(|e| wait_error(e, "checking that QEMU is there".to_owned()))?;
+        }
         while let Some(posted) = self.posted.front().copied() {
             match self.next_reply(posted, Wait::Never)? {
                 Reply::NotYet => break,
@@ -140,7 +158,7 @@ impl Qtest {
         // Writing to a String cannot fail.
         let _ = writeln!(self.line, "{op}");
         let deadline = Instant::now() + self.timeout;
-        self.sock.send(self.line.as_bytes(), deadline).map_err(|e| wait_error(e, op))
+        self.sock.send(self.line.as_bytes(), deadline).map_err(|e| wait_error(e, op.to_string()))
     }
 
     fn expect_reply(&mut self, op: Op, deadline: Instant) -> Result<Option<u64>, QtestError> {
@@ -154,7 +172,7 @@ impl Qtest {
     /// Reads and checks the next reply, skipping asynchronous `IRQ` notices.
     fn next_reply(&mut self, op: Op, wait: Wait) -> Result<Reply, QtestError> {
         loop {
-            match self.sock.read_line(wait).map_err(|e| wait_error(e, op))? {
+            match self.sock.read_line(wait).map_err(|e| wait_error(e, op.to_string()))? {
                 Some(line) if line.starts_with("IRQ ") => continue,
                 Some(line) => return check_reply(op, line).map(Reply::Arrived),
                 None => return Ok(Reply::NotYet),
@@ -168,8 +186,7 @@ enum Reply {
     Arrived(Option<u64>),
 }
 
-fn wait_error(e: WaitError, op: Op) -> QtestError {
-    let during = op.to_string();
+fn wait_error(e: WaitError, during: String) -> QtestError {
     match e {
         WaitError::Closed => QtestError::Closed { during, cause: None },
         WaitError::Timeout => QtestError::Timeout { during },

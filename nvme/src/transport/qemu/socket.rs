@@ -90,6 +90,12 @@ impl LineSocket {
         }
     }
 
+    /// Notices, without waiting, a peer that closed the connection. Whatever has
+    /// arrived stays buffered for [`Self::read_line`].
+    pub(crate) fn check_open(&mut self) -> Result<(), WaitError> {
+        self.receive().map(|_| ())
+    }
+
     /// Appends whatever has arrived to the buffer. `Ok(false)`: nothing there yet.
     fn receive(&mut self) -> Result<bool, WaitError> {
         let mut chunk = [0u8; 8192];
