@@ -342,3 +342,25 @@ fn a_new_transport_starts_with_zeroed_dma_memory_and_bus_mastering_on() {
     }
     assert_eq!(machine.config_read32(address, 0x04).unwrap() & 0x6, 0x6);
 }
+
+#[test]
+fn a_qemu_that_stops_answering_times_out_within_the_bound_and_is_put_down() {
+    let mut config = one_controller("STOP0001");
+    config.timeout = Duration::from_millis(500);
+    let machine = QemuMachine::start(config).unwrap();
+    let (pid, dir, ram) = (machine.pid(), machine.temp_dir().unwrap(), machine.ram_path().to_owned());
+    let mut t = machine.transport(machine.controllers()[0]).unwrap();
+    // SAFETY: plain syscall on the QEMU this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+    let asked = Instant::now();
+    assert!(matches!(t.mmio_read32(offset::CSTS), Err(TransportError::Timeout(500))));
+    assert!(asked.elapsed() < Duration::from_secs(2));
+    // The reply may still come: the stream is out of step, so QEMU was killed.
+    match t.mmio_read32(offset::CSTS) {
+        Err(TransportError::Gone(msg)) => assert!(msg.contains("without an answer"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+    drop(t);
+    drop(machine);
+    assert_cleaned(pid, &dir, &ram);
+}
