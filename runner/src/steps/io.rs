@@ -15,8 +15,12 @@ use crate::suite::model::{Blocks, Expect, IoOp, Lba, NsRef, Param, Ranges};
 const MAX_CHUNK_BYTES: u64 = 256 * 1024;
 
 /// `write`: tagged data, split into commands of at most MDTS; every block recorded.
-pub fn write(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Blocks, fua: bool) -> StepResult {
-    for i in resolve::ns_members(ctx, ns)? {
+pub fn write(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Blocks, fua: bool, reverse: bool) -> StepResult {
+    let mut members = resolve::ns_members(ctx, ns)?;
+    if reverse {
+        members.reverse();
+    }
+    for i in members {
         let (nsid, nsze, bs) = member(ctx, i)?;
         let first = resolve::lba(lba, nsze)?;
         let count = resolve::blocks(blocks, nsze)?;

@@ -191,7 +191,7 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         Step::Format { ns, lbads, lbaf, expect } => {
             namespaces::format(ctx, ns, lbads.as_ref(), lbaf.as_ref(), expect.as_ref())
         }
-        Step::Write { ns, lba, blocks, fua } => io::write(ctx, ns, lba, blocks, *fua),
+        Step::Write { ns, lba, blocks, fua, reverse } => io::write(ctx, ns, lba, blocks, *fua, *reverse),
         Step::Verify { ns, lba, blocks } => io::verify(ctx, ns, lba.as_ref(), blocks.as_ref()),
         Step::Io { ns, op, lba, blocks, expect } => io::raw(ctx, ns, *op, lba, blocks, expect.as_ref()),
         Step::IoBeyondMdts { ns, op, expect } => io::beyond_mdts(ctx, ns, *op, expect.as_ref()),

@@ -323,13 +323,17 @@ pub enum Step {
         expect: Option<Expect>,
     },
     /// Tagged write: self-describing blocks, remembered by the host map. Split into
-    /// commands of at most MDTS.
+    /// commands of at most MDTS. With `ns: all`, namespaces are written in set order, or
+    /// from the last to the first with `reverse: true` (so a write leaking into a
+    /// neighbour is not overwritten by the neighbour's own write).
     Write {
         ns: NsRef,
         lba: Lba,
         blocks: Blocks,
         #[serde(default)]
         fua: bool,
+        #[serde(default)]
+        reverse: bool,
     },
     /// Reads and judges every block against the host map.
     Verify {

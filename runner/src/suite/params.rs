@@ -246,7 +246,7 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             }
             parts.expect = expect.as_ref();
         }
-        Step::Write { ns, lba, blocks, fua: _ } => {
+        Step::Write { ns, lba, blocks, fua: _, reverse: _ } => {
             parts.ns(at("ns"), ns, NsUse::Members);
             parts.lba(at("lba"), lba);
             parts.blocks(at("blocks"), blocks, BlocksUse::Range);

@@ -1,0 +1,152 @@
+//! Every check proven both ways: each case of the shipped suites passes on the clean
+//! simulated profiles, and fails — naming its rule — on a profile with the quirk made to
+//! violate it. `every_case_has_a_failing_twin` keeps the table complete.
+
+use std::path::PathBuf;
+
+use nvme_sim::profile::Profile;
+use nvme_sim::subsystem::quirk::Quirk;
+use nvtest::exec::Session;
+use nvtest::suite::{load_file, ExpandedCase, LoadedSuite};
+use nvtest::verdict::Verdict;
+
+/// (suite, case, quirk, a fragment of the rule the failure must name).
+/// `case` is a case name as written in the suite (all its matrix expansions) or one
+/// expanded name (`transfer-follows-format/lbads=512`).
+const TWINS: &[(&str, &str, &str, &str)] = &[
+    ("namespaces", "identify-controller", "serial-not-ascii", "(SN, MN, FR)"),
+    ("namespaces", "identify-controller", "ver-mismatch", "(VER) and §3.1.2"),
+    ("namespaces", "create-32-namespaces", "lbaf-wrong-size", "uses the LBA format the host selected"),
+    ("namespaces", "active-namespace-list", "active-list-omits-last", "CNS 02h"),
+    ("namespaces", "namespace-sizes", "ncap-exceeds-nsze", "(NSZE, NCAP, NUSE)"),
+    ("namespaces", "namespace-sizes", "nuse-exceeds-ncap", "(NSZE, NCAP, NUSE)"),
+    ("namespaces", "lba-format-table", "flbas-beyond-nlbaf", "(FLBAS, NLBAF)"),
+    ("namespaces", "unique-identifiers", "duplicate-nguid", "§7.11 Unique Identifier"),
+    ("namespaces", "descriptor-lists", "descriptor-list-mismatch", "CNS 03h"),
+    ("namespaces", "allocated-namespace-list", "allocated-list-omits-inactive", "CNS 10h"),
+    ("namespaces", "controller-lists", "controller-list-empty", "CNS 12h"),
+    ("namespaces", "isolation", "namespace-write-leak", "§6.1 Namespaces"),
+    ("namespaces", "last-lba", "last-lba-rejected", "LBAs 0 through NSZE - 1 are valid"),
+    ("namespaces", "read-at-nsze", "lba-past-nsze-accepted", "Read command"),
+    ("namespaces", "read-crossing-nsze", "lba-past-nsze-accepted", "Read command"),
+    ("namespaces", "write-at-nsze", "lba-past-nsze-accepted", "Write command"),
+    ("namespaces", "write-crossing-nsze", "lba-past-nsze-accepted", "Write command"),
+    ("namespaces", "transfer-follows-format/lbads=512", "format-512-addresses-4096", "LBA Format"),
+    ("namespaces", "transfer-follows-format/lbads=4096", "format-4096-addresses-512", "LBA Format"),
+    ("namespaces", "transfer-beyond-mdts", "mdts-not-enforced", "(MDTS)"),
+    ("namespaces", "io-to-unallocated-nsid", "inactive-namespace-io-accepted", "inactive NSID"),
+    ("namespaces", "io-to-nsid-zero", "inactive-namespace-io-accepted", "NSID 0"),
+    ("namespaces", "io-to-broadcast-nsid", "inactive-namespace-io-accepted", "broadcast"),
+    ("namespaces", "io-to-detached-namespace", "inactive-namespace-io-accepted", "§8.11"),
+    ("namespaces", "detach-attach-keeps-data", "detach-loses-data", "§8.11"),
+    ("namespaces", "attach-already-attached", "attach-twice-succeeds", "§5.19"),
+    ("namespaces", "detach-not-attached", "detach-unattached-succeeds", "§5.19"),
+    ("namespaces", "identify-inactive-is-zero", "identify-inactive-nonzero", "CNS 00h"),
+    ("namespaces", "namespace-change-event", "no-namespace-notice", "§5.2 Asynchronous Event Request"),
+    ("namespaces", "changed-namespace-list", "changed-list-empty", "Log Identifier 04h"),
+    ("namespaces", "delete-unallocated", "delete-unallocated-succeeds", "§5.20"),
+    ("namespaces", "create-beyond-capacity", "create-beyond-capacity", "Namespace Insufficient Capacity"),
+    ("namespaces", "create-beyond-nn", "nsid-exhaustion-internal-error", "Namespace Identifier Unavailable"),
+    ("namespaces", "create-invalid-format", "format-invalid-lbaf-accepted", "§5.20"),
+    ("namespaces", "format-to-4096", "format-ignored", "uses the LBA format the host selected"),
+    ("namespaces", "format-to-512", "format-ignored", "uses the LBA format the host selected"),
+    ("namespaces", "format-invalid-lbaf", "format-invalid-lbaf-accepted", "§5.23"),
+    ("namespaces", "delete-all", "delete-broadcast-ignored", "CNS 02h"),
+    ("trim", "deallocated-reads", "stale-after-deallocate", "DLFEAT"),
+    ("trim", "neighbours-untouched", "deallocate-wipes-neighbour", "Range Definition"),
+    ("trim", "many-ranges", "dsm-first-range-only", "NR + 1 ranges"),
+    ("trim", "range-past-nsze", "dsm-range-past-nsze-accepted", "Dataset Management"),
+    ("trim", "range-straddling-nsze", "dsm-range-past-nsze-accepted", "Dataset Management"),
+    ("trim", "rejected-command-changes-nothing", "dsm-range-past-nsze-accepted", "§4.6.1"),
+    ("trim", "whole-namespace", "stale-after-deallocate", "DLFEAT"),
+    ("trim", "other-namespace-untouched", "deallocate-leaks-to-next-namespace", "§6.1 Namespaces"),
+    ("trim", "inactive-namespace", "inactive-namespace-io-accepted", "inactive NSID"),
+    ("trim", "write-zeroes", "write-zeroes-ignored", "Write Zeroes"),
+    ("trim", "write-zeroes-deallocate", "write-zeroes-ignored", "Write Zeroes"),
+    ("trim", "write-zeroes-past-nsze", "lba-past-nsze-accepted", "Write Zeroes command"),
+];
+
+const SUITES: &[&str] = &["namespaces", "trim"];
+const CLEAN_PROFILES: &[&str] = &["enterprise-1.4", "enterprise-1.2a"];
+
+fn suite(name: &str) -> LoadedSuite {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../suites").join(format!("{name}.yaml"));
+    load_file(&path, Some(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn base_name(case: &ExpandedCase) -> &str {
+    case.name.split('/').next().unwrap_or(&case.name)
+}
+
+fn selects(entry_case: &str, case: &ExpandedCase) -> bool {
+    if entry_case.contains('/') {
+        case.name == entry_case
+    } else {
+        base_name(case) == entry_case
+    }
+}
+
+fn session(profile: Profile) -> Session {
+    let name = format!("sim:{}", profile.name);
+    let device = nvtest::target::open_sim(profile).unwrap_or_else(|e| panic!("{e}"));
+    Session::with_device(name, device).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn every_case_has_a_failing_twin() {
+    let mut missing = Vec::new();
+    for name in SUITES {
+        for case in suite(name).cases {
+            if !TWINS.iter().any(|(s, c, _, _)| s == name && selects(c, &case)) {
+                missing.push(format!("{name}::{}", case.name));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "cases with no quirk proving they can fail: {missing:#?}");
+}
+
+#[test]
+fn clean_profiles_pass_both_suites() {
+    for profile in CLEAN_PROFILES {
+        let mut s = session(Profile::builtin(profile).unwrap());
+        let mut passed = 0;
+        for name in SUITES {
+            for case in suite(name).cases {
+                let outcome = s.run_case(&case);
+                match &outcome.verdict {
+                    Verdict::Pass => passed += 1,
+                    Verdict::Skipped(_) => {}
+                    other => panic!("{profile}: {name}::{} should pass, got {other:?}\n{:#?}", case.name, outcome.log),
+                }
+            }
+        }
+        assert!(passed >= 60, "{profile}: only {passed} cases passed");
+    }
+}
+
+#[test]
+fn each_quirk_fails_its_cases_naming_the_rule() {
+    let mut problems = Vec::new();
+    for (suite_name, case_name, quirk_name, rule_fragment) in TWINS {
+        let Some(quirk) = Quirk::from_name(quirk_name) else {
+            problems.push(format!("{suite_name}::{case_name}: unknown quirk {quirk_name}"));
+            continue;
+        };
+        for case in suite(suite_name).cases.iter().filter(|c| selects(case_name, c)) {
+            let profile = Profile::builtin("enterprise-1.4").unwrap().with_quirk(quirk);
+            let mut s = session(profile);
+            let outcome = s.run_case(case);
+            let who = format!("{suite_name}::{} with quirk {quirk_name}", case.name);
+            match &outcome.verdict {
+                Verdict::Fail(f) => {
+                    let rule = f.rule.to_string();
+                    if !rule.contains(rule_fragment) {
+                        problems.push(format!("{who}: failed naming `{rule}`, expected a rule with `{rule_fragment}`"));
+                    }
+                }
+                other => problems.push(format!("{who}: expected a failure, got {other:?}")),
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{} twins did not fail as they should:\n{}", problems.len(), problems.join("\n"));
+}
