@@ -229,6 +229,8 @@ pub(crate) struct QueuePair {
     pub async_events: Vec<Completion>,
     /// Asynchronous Event Requests in flight.
     pub aers_outstanding: u16,
+    /// Commands (not AERs) in flight or completed and not yet handed back.
+    commands_outstanding: usize,
     /// Completions that matched no outstanding command (wrong SQID, unknown or free CID).
     pub unexpected: Vec<Completion>,
 }
@@ -302,6 +304,7 @@ impl QueuePair {
             keep_max: sizes.keep_max.max(PAGE_SIZE),
             async_events: Vec::new(),
             aers_outstanding: 0,
+            commands_outstanding: 0,
             unexpected: Vec::new(),
         })
     }
@@ -391,8 +394,9 @@ impl QueuePair {
         slot.kind = kind;
         slot.opcode = cmd.opcode;
         slot.submitted = Instant::now();
-        if kind == SlotKind::AsyncEvent {
-            self.aers_outstanding += 1;
+        match kind {
+            SlotKind::AsyncEvent => self.aers_outstanding += 1,
+            SlotKind::Command => self.commands_outstanding += 1,
         }
         Ok(cid)
     }
@@ -485,6 +489,7 @@ impl QueuePair {
         cid: u16,
         f: impl FnOnce(Reaped<'_>) -> R,
     ) -> Result<R, DeviceError> {
+        self.commands_outstanding -= 1;
         let slot = &mut self.slots[cid as usize];
         let completion = slot.completion;
         let data = slot.data.current.filter(|_| slot.data_from_device).map(|b| (b.addr, slot.data_len));
@@ -517,8 +522,15 @@ impl QueuePair {
         let cid = self.slots.iter().position(|s| {
             s.state == SlotState::InFlight && s.kind == SlotKind::Command && now.duration_since(s.submitted) > timeout
         })?;
-        self.slots[cid].state = SlotState::Abandoned;
+        self.abandon(cid as u16);
         Some(cid as u16)
+    }
+
+    /// Gives up on an in-flight command: it no longer counts as outstanding, and its slot
+    /// is freed only when (if) the controller completes it.
+    fn abandon(&mut self, cid: u16) {
+        self.slots[cid as usize].state = SlotState::Abandoned;
+        self.commands_outstanding -= 1;
     }
 
     fn timeout_error(&self, cid: u16, timeout: Duration) -> DeviceError {
@@ -527,7 +539,7 @@ impl QueuePair {
 
     /// Commands submitted and not yet handed back (in flight, or completed and waiting).
     pub fn outstanding(&self) -> usize {
-        self.slots.iter().filter(|s| matches!(s.state, SlotState::InFlight | SlotState::Completed)).count()
+        self.commands_outstanding
     }
 }
 
@@ -772,7 +784,7 @@ impl IoQueuePair<'_> {
             }
             let slot = &self.queue.slots[cid as usize];
             if slot.submitted.elapsed() > self.timeout {
-                self.queue.slots[cid as usize].state = SlotState::Abandoned;
+                self.queue.abandon(cid);
                 return Err(self.queue.timeout_error(cid, self.timeout));
             }
             waiter.idle(self.transport)?;
