@@ -250,3 +250,15 @@ fn arbitrary_register_and_doorbell_values_never_panic() {
     ctrl.io(1, rw(NvmOpcode::Read, 8, 8), Data::FromDevice(&mut back), Data::None).unwrap();
     assert_eq!(back, data);
 }
+
+#[test]
+fn the_device_offers_its_registers_to_register_level_cases() {
+    let (mut ctrl, _) = default_driver();
+    let regs = ctrl.registers().expect("a userspace-driver target has registers");
+    assert_eq!(regs.read32(offset::VS).unwrap(), Version::V1_4.to_register());
+    assert_eq!(Cap::from_bits(regs.read64(offset::CAP).unwrap()).mqes(), 1023);
+    regs.write32(offset::INTMS, 0x3).unwrap();
+    assert_eq!(regs.read32(offset::INTMC).unwrap(), 0x3, "INTMS sets mask bits; both read the mask");
+    regs.write32(offset::INTMC, 0x1).unwrap();
+    assert_eq!(regs.read32(offset::INTMS).unwrap(), 0x2);
+}

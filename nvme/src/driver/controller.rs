@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::device::{Access, Data, Device, DeviceError};
+use crate::device::{Access, Data, Device, DeviceError, Registers};
 use crate::driver::memory::{DmaBuf, PageAllocator, PAGE_SIZE};
 use crate::driver::queue::{IoQueuePair, QueuePair, SlotSizes};
 use crate::spec::queue::{
@@ -529,5 +529,25 @@ impl Device for Controller {
 
     fn command_timeout_ms(&self) -> u64 {
         self.options.command_timeout_ms
+    }
+
+    fn registers(&mut self) -> Option<&mut dyn Registers> {
+        Some(self)
+    }
+}
+
+/// BAR0 through the transport. Writes do not update the driver's view of the controller
+/// (see [`Controller::write_register`]).
+impl Registers for Controller {
+    fn read32(&mut self, offset: u64) -> Result<u32, crate::transport::TransportError> {
+        self.transport.mmio_read32(offset)
+    }
+
+    fn read64(&mut self, offset: u64) -> Result<u64, crate::transport::TransportError> {
+        self.transport.mmio_read64(offset)
+    }
+
+    fn write32(&mut self, offset: u64, value: u32) -> Result<(), crate::transport::TransportError> {
+        self.transport.mmio_write32(offset, value)
     }
 }
