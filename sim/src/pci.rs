@@ -172,6 +172,11 @@ impl SimTransport {
         &mut self.controller
     }
 
+    /// Raises an asynchronous event on this controller (see [`Controller::raise_event`]).
+    pub fn raise_event(&mut self, event: crate::exec::AsyncEvent) {
+        self.controller.raise_event(event, &self.dma);
+    }
+
     fn config_offset(offset: u16) -> Result<usize, TransportError> {
         let at = offset as usize;
         if !at.is_multiple_of(4) || at + 4 > cfg::SIZE {

@@ -169,3 +169,20 @@ fn a_command_that_never_completes_times_out_naming_itself_and_can_be_aborted() {
     let done = ctrl.io(1, rw(NvmOpcode::Read, 0, 8), Data::FromDevice(&mut buf), Data::None).unwrap();
     assert!(done.status().is_success());
 }
+
+#[test]
+fn an_event_raised_before_bring_up_waits_for_a_request() {
+    let (mut transport, _) = sim(ControllerConfig::default());
+    transport.raise_event(nvme_sim::exec::AsyncEvent {
+        event_type: event_type::SMART_HEALTH_STATUS,
+        info: 2,
+        log_page: 0x02,
+    });
+    let mut ctrl = Controller::new(Box::new(transport), Options::default()).unwrap();
+    assert!(ctrl.take_async_events().unwrap().is_empty(), "no request outstanding yet");
+    ctrl.arm_async_events(1).unwrap();
+    assert_eq!(
+        events(&mut ctrl),
+        vec![AsyncEventCompletion { event_type: event_type::SMART_HEALTH_STATUS, info: 2, log_page: 0x02 }]
+    );
+}

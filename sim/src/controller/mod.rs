@@ -243,6 +243,13 @@ impl Controller {
         self.max_qid
     }
 
+    /// Queues an asynchronous event as the command set would, and completes an outstanding
+    /// Asynchronous Event Request with it now if one is waiting and its type is not masked.
+    pub fn raise_event(&mut self, event: crate::exec::AsyncEvent, dma: &DmaRegion) {
+        self.ctx.events.push(event);
+        self.deliver_events(dma);
+    }
+
     /// Outstanding Asynchronous Event Requests.
     pub fn outstanding_async_event_requests(&self) -> usize {
         self.aers.len()
