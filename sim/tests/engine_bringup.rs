@@ -262,3 +262,11 @@ fn the_device_offers_its_registers_to_register_level_cases() {
     regs.write32(offset::INTMC, 0x1).unwrap();
     assert_eq!(regs.read32(offset::INTMS).unwrap(), 0x2);
 }
+
+#[test]
+fn a_drive_reporting_mqes_0_is_an_error_not_a_panic() {
+    // MQES is 0's based and at least 1; a drive reporting 0 cannot take a two-entry queue.
+    let (transport, _) = sim(ControllerConfig { mqes: 0, ..Default::default() });
+    let err = Controller::new(Box::new(transport), Options::default()).err().expect("bring-up must fail");
+    assert!(err.to_string().contains("Invalid Queue Size"), "{err}");
+}

@@ -357,7 +357,8 @@ impl Controller {
         let ncqa = ((done.dw0 >> 16) as u16).saturating_add(1);
         self.queues_allocated = (nsqa, ncqa);
         let count = wanted.min(nsqa).min(ncqa);
-        let entries = self.options.io_queue_depth.clamp(2, self.cap.mqes() as u32 + 1);
+        // MQES is 0's based; a drive reporting 0 (one entry) gets the smallest legal queue.
+        let entries = self.options.io_queue_depth.clamp(2, (self.cap.mqes() as u32 + 1).max(2));
         let sizes =
             SlotSizes { preallocated: self.options.slot_buffer_bytes, keep_max: self.options.slot_buffer_keep_max };
         for qid in 1..=count {

@@ -430,16 +430,9 @@ impl QueuePair {
                 }
                 self.cq_head_unwritten = true;
                 n += 1;
-                if cqe.sq_id == self.qid {
-                    if cqe.sq_head as u32 >= self.entries {
-                        return Err(DeviceError::Driver(format!(
-                            "completion for CID {} on {} reports SQ Head Pointer {} beyond the queue's {} entries",
-                            cqe.cid,
-                            self.queue_name(),
-                            cqe.sq_head,
-                            self.entries
-                        )));
-                    }
+                // An SQ Head Pointer beyond the queue is not believed (the completion still
+                // reaches the caller, who may judge it).
+                if cqe.sq_id == self.qid && (cqe.sq_head as u32) < self.entries {
                     self.sq_head = cqe.sq_head as u32;
                 }
                 self.dispatch(cqe, pages);
