@@ -6,6 +6,7 @@
 //! 1 a case failed or errored, 2 usage, suite, profile or target-open errors.
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -61,7 +62,23 @@ pub struct RunArgs {
 
 /// The binary's entry point: runs with the process arguments, returns the exit status.
 pub fn main() -> i32 {
+    quiet_broken_pipe_panics();
     main_with(std::env::args_os())
+}
+
+/// libtest-mimic panics when stdout closes under it (`nvtest | head`); the run reports
+/// that as one error line, so the panic's own message and backtrace are not printed.
+/// Every other panic is reported as before.
+fn quiet_broken_pipe_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text =
+            payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied());
+        if !text.is_some_and(|t| t.contains("Broken pipe")) {
+            previous(info);
+        }
+    }));
 }
 
 /// Runs with these arguments (the first is the program name); returns the exit status.
@@ -79,7 +96,8 @@ where
     };
     match cli.command {
         Some(Command::Schema) => {
-            println!("{}", suite::json_schema());
+            // A closed stdout (`nvtest schema | head`) is not an error.
+            let _ = writeln!(std::io::stdout(), "{}", suite::json_schema());
             EXIT_OK
         }
         None => run_suites(cli.run),

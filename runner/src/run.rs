@@ -5,6 +5,7 @@
 //! recorded for the reports; the console shows the device identity first, and at the end
 //! the expected failures and where the JUnit report went.
 
+use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
@@ -12,6 +13,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
+
+/// Prints a line on stdout; a closed stdout is not an error worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 
 use crate::exec::{DeviceIdentity, Session};
 use crate::report::{junit, CaseResult, RunResults};
@@ -57,12 +66,14 @@ pub enum RunError {
     Target(String),
     /// The JUnit report could not be written.
     Report(String),
+    /// The console stopped taking output (a closed pipe) during the run.
+    Console(String),
 }
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Target(e) | RunError::Report(e) => f.write_str(e),
+            RunError::Target(e) | RunError::Report(e) | RunError::Console(e) => f.write_str(e),
         }
     }
 }
@@ -99,12 +110,21 @@ pub fn arguments(options: &RunOptions) -> Arguments {
     }
 }
 
-/// Prints `SUITE::CASE: test` for every case the filter keeps. Opens nothing.
-pub fn list(suites: &[LoadedSuite], options: &RunOptions) {
-    let mut args = arguments(options);
-    args.list = true;
-    let trials = cases(suites).map(|case| Trial::test(trial_name(case), || Ok(()))).collect();
-    let _ = libtest_mimic::run(&args, trials);
+/// Prints `SUITE::CASE: test` (libtest's list format) for every case libtest-mimic's
+/// filter keeps. Opens nothing. A closed output (`nvtest --list | head`) ends the list.
+pub fn list(suites: &[LoadedSuite], options: &RunOptions) -> std::io::Result<()> {
+    let args = arguments(options);
+    let mut out: Box<dyn Write> = match &options.console_file {
+        Some(path) => Box::new(std::fs::File::create(path)?),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    for case in cases(suites) {
+        let trial = Trial::test(trial_name(case), || Ok(()));
+        if !args.is_filtered_out(&trial) {
+            writeln!(out, "{}: test", trial.name())?;
+        }
+    }
+    out.flush()
 }
 
 /// Opens the target and runs the suites on it.
@@ -120,7 +140,12 @@ where
     F: FnOnce() -> Result<R, String> + Send + 'static,
 {
     if options.list {
-        list(suites, options);
+        match list(suites, options) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(RunError::Console(format!("cannot write the list: {e}")))
+            }
+            _ => {}
+        }
         let results = RunResults::new(DeviceIdentity::default(), suites);
         return Ok(RunSummary { results, conclusion: empty_conclusion() });
     }
@@ -137,18 +162,30 @@ where
         .map(|(index, case)| trial(index, case.clone(), device.jobs.clone(), records.clone()))
         .collect();
     let mut results = RunResults::new(device.identity.clone(), suites);
-    let conclusion = libtest_mimic::run(&arguments(options), trials);
+    // libtest-mimic panics when stdout closes (`nvtest | head`): the run stops there, but
+    // the cases that ran are still reported.
+    let conclusion = catch_unwind(AssertUnwindSafe(|| libtest_mimic::run(&arguments(options), trials)));
     device.stop();
 
     let mut records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
     records.sort_by_key(|(index, _)| *index);
     results.cases = records.into_iter().map(|(_, r)| r).collect();
+    let conclusion = match conclusion {
+        Ok(conclusion) => conclusion,
+        Err(panic) => {
+            if let Some(path) = &options.junit {
+                junit::write(path, &results).map_err(RunError::Report)?;
+            }
+            let cause = panic_text(panic.as_ref());
+            return Err(RunError::Console(format!("the console stopped taking output, run cut short: {cause}")));
+        }
+    };
 
     print_expected_failures(&results);
     if let Some(path) = &options.junit {
         junit::write(path, &results).map_err(RunError::Report)?;
         let c = results.counts();
-        println!(
+        say!(
             "JUnit report: {} ({} cases: {} passed, {} failed, {} errors, {} skipped, {} expected failures)",
             path.display(),
             c.total(),
@@ -159,7 +196,7 @@ where
             c.expected_failures
         );
     } else {
-        println!("JUnit report: not written (give --junit PATH)");
+        say!("JUnit report: not written (give --junit PATH)");
     }
     Ok(RunSummary { results, conclusion })
 }
@@ -296,11 +333,11 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 fn print_identity(identity: &DeviceIdentity) {
-    println!("nvtest {} — target {}", env!("CARGO_PKG_VERSION"), identity.target);
-    println!("  model     {}", identity.model);
-    println!("  serial    {}", identity.serial);
-    println!("  firmware  {}", identity.firmware);
-    println!("  NVMe      {}", identity.version);
+    say!("nvtest {} — target {}", env!("CARGO_PKG_VERSION"), identity.target);
+    say!("  model     {}", identity.model);
+    say!("  serial    {}", identity.serial);
+    say!("  firmware  {}", identity.firmware);
+    say!("  NVMe      {}", identity.version);
 }
 
 fn print_expected_failures(results: &RunResults) {
@@ -315,11 +352,11 @@ fn print_expected_failures(results: &RunResults) {
     if expected.is_empty() {
         return;
     }
-    println!("expected failures (deviations this target is known for; counted as ok):");
+    say!("expected failures (deviations this target is known for; counted as ok):");
     for (case, reason) in expected {
-        println!("    {}::{} — {reason}", case.suite, case.case);
+        say!("    {}::{} — {reason}", case.suite, case.case);
     }
-    println!();
+    say!();
 }
 
 #[cfg(test)]

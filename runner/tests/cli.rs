@@ -238,3 +238,35 @@ fn the_suite_format_readme_describes_every_name_of_the_vocabulary() {
         vocabulary(&schema).into_iter().filter(|name| !readme.contains(&format!("`{name}`"))).collect();
     assert!(missing.is_empty(), "suites/README.md does not describe: {missing:?}");
 }
+
+/// Runs nvtest with its stdout closed from the start, as `nvtest … | head -0` would.
+fn with_closed_stdout(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvtest"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the nvtest binary runs");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("nvtest ends")
+}
+
+#[test]
+fn a_closed_stdout_ends_a_list_quietly() {
+    let output = with_closed_stdout(&["--suite", &test_suite("basics.yaml"), "--list"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(stderr(&output).is_empty(), "{}", stderr(&output));
+}
+
+#[test]
+fn a_closed_stdout_cuts_a_run_short_with_one_error_line_and_the_junit_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("cut.xml");
+    let output =
+        with_closed_stdout(&["--suite", &test_suite("basics.yaml"), "--junit", &junit.display().to_string(), "sim"]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("error: the console stopped taking output"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(junit.is_file(), "the cases that ran are reported");
+}
