@@ -105,10 +105,8 @@ fn step_name(step: &crate::suite::model::Step) -> String {
 /// A seed that differs per case and per run, so data from an earlier case or run is never
 /// taken for this one's.
 fn seed_for(suite: &str, case: &str, n: u64) -> u64 {
-    let clock = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
+    let clock =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let mut h = xxhash_rust::xxh3::xxh3_64(format!("{suite}::{case}").as_bytes());
     h ^= clock.rotate_left(17) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     h

@@ -23,10 +23,7 @@ pub fn ver_matches_vs() -> Rule {
 }
 
 pub fn mnan_within_nn() -> Rule {
-    rule(
-        "NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (MNAN)",
-        "MNAN, when non-zero, is at most NN",
-    )
+    rule("NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (MNAN)", "MNAN, when non-zero, is at most NN")
 }
 
 pub fn subnqn_present() -> Rule {
@@ -121,8 +118,5 @@ pub fn changed_namespace_list() -> Rule {
 }
 
 pub fn data_integrity() -> Rule {
-    rule(
-        "NVMe 1.4 Read command (NVM Command Set)",
-        "a read returns the data last written to each logical block",
-    )
+    rule("NVMe 1.4 Read command (NVM Command Set)", "a read returns the data last written to each logical block")
 }

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use nvme::device::Data;
-use nvme::spec::identify::{identify as identify_cmd, parse_descriptor_list, Cns, ControllerList, IdentifyController, NsDescriptor};
+use nvme::spec::identify::{
+    identify as identify_cmd, parse_descriptor_list, Cns, ControllerList, IdentifyController, NsDescriptor,
+};
 use nvme::spec::Version;
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -46,7 +48,12 @@ fn identify_controller(ctx: &mut CaseContext<'_>) -> StepResult {
     let ver = id.version();
     if let Some(vs) = ctx.facts.vs {
         if id.ver != 0 && ver != vs {
-            return Err(ctx.fail_rule(rules::ver_matches_vs(), what, format!("VER {ver}, VS register {vs}"), format!("VER {vs}")));
+            return Err(ctx.fail_rule(
+                rules::ver_matches_vs(),
+                what,
+                format!("VER {ver}, VS register {vs}"),
+                format!("VER {vs}"),
+            ));
         }
     }
     if id.mnan != 0 && id.mnan > id.nn {
@@ -64,7 +71,11 @@ fn identify_controller(ctx: &mut CaseContext<'_>) -> StepResult {
             return Err(ctx.fail_rule(
                 rules::subnqn_present(),
                 what,
-                format!("SUBNQN \"{}\"{}", text.escape_debug(), if end.is_none() { " without a NUL terminator" } else { "" }),
+                format!(
+                    "SUBNQN \"{}\"{}",
+                    text.escape_debug(),
+                    if end.is_none() { " without a NUL terminator" } else { "" }
+                ),
                 "a NUL-terminated NQN starting with \"nqn.\"".to_string(),
             ));
         }
@@ -77,7 +88,12 @@ fn active_namespace_list(ctx: &mut CaseContext<'_>) -> StepResult {
     let sent = "Identify Active Namespace ID list (CNS 02h)";
     let rule = rules::active_list;
     if let Some(w) = list.windows(2).find(|w| w[0] >= w[1]) {
-        return Err(ctx.fail_rule(rule(), sent, format!("NSID {:#x} listed before {:#x}", w[0], w[1]), "increasing NSIDs"));
+        return Err(ctx.fail_rule(
+            rule(),
+            sent,
+            format!("NSID {:#x} listed before {:#x}", w[0], w[1]),
+            "increasing NSIDs",
+        ));
     }
     if let Some(&bad) = list.iter().find(|&&id| id == 0 || id > ctx.facts.nn) {
         return Err(ctx.fail_rule(
@@ -94,7 +110,12 @@ fn active_namespace_list(ctx: &mut CaseContext<'_>) -> StepResult {
             return Err(ctx.fail_rule(
                 rule(),
                 sent,
-                format!("NSID {} {} in the list of {} NSIDs", e.nsid, if listed { "is" } else { "is missing" }, list.len()),
+                format!(
+                    "NSID {} {} in the list of {} NSIDs",
+                    e.nsid,
+                    if listed { "is" } else { "is missing" },
+                    list.len()
+                ),
                 format!("NSID {} {} the list: it is {state}", e.nsid, if e.attached { "in" } else { "absent from" }),
             ));
         }
@@ -141,7 +162,12 @@ fn lba_formats(ctx: &mut CaseContext<'_>) -> StepResult {
             return Err(ctx.fail_rule(
                 rules::lba_format(),
                 sent,
-                format!("FLBAS selects format {} but NLBAF is {} ({} formats)", ns.flbas_index(), ns.nlbaf, ns.nlbaf as u32 + 1),
+                format!(
+                    "FLBAS selects format {} but NLBAF is {} ({} formats)",
+                    ns.flbas_index(),
+                    ns.nlbaf,
+                    ns.nlbaf as u32 + 1
+                ),
                 format!("an FLBAS index ≤ NLBAF ({})", ns.nlbaf),
             ));
         };
@@ -253,7 +279,11 @@ fn allocated_namespace_list(ctx: &mut CaseContext<'_>) -> StepResult {
                     if e.allocated { "is missing from" } else { "is in" },
                     list
                 ),
-                format!("every allocated NSID listed, attached or not; NSID {} {}", e.nsid, if e.allocated { "listed" } else { "absent" }),
+                format!(
+                    "every allocated NSID listed, attached or not; NSID {} {}",
+                    e.nsid,
+                    if e.allocated { "listed" } else { "absent" }
+                ),
             ));
         }
     }
@@ -265,7 +295,11 @@ fn controller_lists(ctx: &mut CaseContext<'_>) -> StepResult {
     for e in ctx.set.clone().into_iter().filter(|e| e.allocated) {
         let mut list = ControllerList::new_zeroed();
         let sent = format!("Identify Namespace Attached Controller list (CNS 12h) NSID {}", e.nsid);
-        let c = ctx.admin(&sent, identify_cmd(Cns::NamespaceAttachedControllers, e.nsid, 0), Data::FromDevice(list.as_mut_bytes()))?;
+        let c = ctx.admin(
+            &sent,
+            identify_cmd(Cns::NamespaceAttachedControllers, e.nsid, 0),
+            Data::FromDevice(list.as_mut_bytes()),
+        )?;
         ctx.require_success(&sent, &c)?;
         let ids: Vec<u16> = list.ids().collect();
         if ids.contains(&cntlid) != e.attached {
@@ -273,7 +307,11 @@ fn controller_lists(ctx: &mut CaseContext<'_>) -> StepResult {
                 rules::controller_list(),
                 sent,
                 format!("controller list {ids:?}"),
-                format!("CNTLID {cntlid} {} (the namespace is {}attached to it)", if e.attached { "listed" } else { "absent" }, if e.attached { "" } else { "not " }),
+                format!(
+                    "CNTLID {cntlid} {} (the namespace is {}attached to it)",
+                    if e.attached { "listed" } else { "absent" },
+                    if e.attached { "" } else { "not " }
+                ),
             ));
         }
     }
@@ -281,7 +319,13 @@ fn controller_lists(ctx: &mut CaseContext<'_>) -> StepResult {
 }
 
 /// The `identify` step: one Identify with an expected status, and optionally zero-filled data.
-pub fn identify(ctx: &mut CaseContext<'_>, cns: u8, ns: &NsRef, expect: Option<&Expect>, zero_filled: bool) -> StepResult {
+pub fn identify(
+    ctx: &mut CaseContext<'_>,
+    cns: u8,
+    ns: &NsRef,
+    expect: Option<&Expect>,
+    zero_filled: bool,
+) -> StepResult {
     let target = resolve::ns_one(ctx, ns)?;
     let nsid = target.nsid(ctx);
     let mut buf = [0u8; 4096];
@@ -308,4 +352,3 @@ pub fn identify(ctx: &mut CaseContext<'_>, cns: u8, ns: &NsRef, expect: Option<&
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
-

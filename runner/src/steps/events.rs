@@ -27,11 +27,8 @@ pub fn arm(ctx: &mut CaseContext<'_>) -> StepResult {
     ctx.require_success(what, &c)?;
     let config = AsyncEventConfiguration::from_bits(c.dw0).with_namespace_attribute_notices(true);
     let what = format!("Set Features 0Bh (Asynchronous Event Configuration) {:#x}", config.into_bits());
-    let c = ctx.admin(
-        &what,
-        set_features(FeatureId::AsyncEventConfiguration, false, 0, config.into_bits()),
-        Data::None,
-    )?;
+    let c =
+        ctx.admin(&what, set_features(FeatureId::AsyncEventConfiguration, false, 0, config.into_bits()), Data::None)?;
     ctx.require_success(&what, &c)?;
     read_changed_list(ctx)?;
     ctx.device.arm_async_events(1)?;
@@ -58,9 +55,10 @@ pub fn expect_namespace_changed(ctx: &mut CaseContext<'_>, ns: &NsRef) -> StepRe
         for c in &events {
             ctx.log.push(format!("Asynchronous Event DW0 {:#x} ({})", c.dw0, c.status()));
         }
-        let found = events.iter().map(|c| AsyncEventCompletion::from_dw0(c.dw0)).find(|e| {
-            e.event_type == event_type::NOTICE && e.info == notice_info::NAMESPACE_ATTRIBUTE_CHANGED
-        });
+        let found = events
+            .iter()
+            .map(|c| AsyncEventCompletion::from_dw0(c.dw0))
+            .find(|e| e.event_type == event_type::NOTICE && e.info == notice_info::NAMESPACE_ATTRIBUTE_CHANGED);
         seen.extend(events.iter().map(|c| c.dw0));
         if found.is_some() {
             break found;

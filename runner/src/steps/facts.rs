@@ -114,7 +114,9 @@ impl Facts {
         match req {
             Requirement::Version(v) => match v.parse::<Version>() {
                 Ok(needed) if self.version >= needed => None,
-                Ok(needed) => Some(format!("the controller reports NVMe {} (VER), the case needs {needed}", self.version)),
+                Ok(needed) => {
+                    Some(format!("the controller reports NVMe {} (VER), the case needs {needed}", self.version))
+                }
                 Err(e) => Some(format!("bad version requirement: {e}")),
             },
             Requirement::Namespaces(n) => {
@@ -124,7 +126,9 @@ impl Facts {
                 } else {
                     let active = self.active_namespaces.len() as u32;
                     (active < *n).then(|| {
-                        format!("{active} active namespaces and no Namespace Management (OACS bit 3); the case needs {n}")
+                        format!(
+                            "{active} active namespaces and no Namespace Management (OACS bit 3); the case needs {n}"
+                        )
                     })
                 }
             }
@@ -132,22 +136,27 @@ impl Facts {
                 .format_index(*size as u64)
                 .is_none()
                 .then(|| format!("no LBA format with {size}-byte data is supported")),
-            Requirement::NamespaceManagement => bit(id.oacs.namespace_management(), "OACS bit 3 (Namespace Management)"),
+            Requirement::NamespaceManagement => {
+                bit(id.oacs.namespace_management(), "OACS bit 3 (Namespace Management)")
+            }
             Requirement::FormatNvm => bit(id.oacs.format_nvm(), "OACS bit 1 (Format NVM)"),
             Requirement::Compare => bit(id.oncs.compare(), "ONCS bit 0 (Compare)"),
             Requirement::DatasetManagement => bit(id.oncs.dataset_management(), "ONCS bit 2 (Dataset Management)"),
             Requirement::WriteZeroes => bit(id.oncs.write_zeroes(), "ONCS bit 3 (Write Zeroes)"),
-            Requirement::WriteZeroesDeallocate => bit(id.oncs.write_zeroes(), "ONCS bit 3 (Write Zeroes)").or_else(|| {
-                (self.version < Version::V1_3).then(|| {
-                    format!("Write Zeroes DEAC is NVMe 1.3; the controller reports {} (VER)", self.version)
+            Requirement::WriteZeroesDeallocate => {
+                bit(id.oncs.write_zeroes(), "ONCS bit 3 (Write Zeroes)").or_else(|| {
+                    (self.version < Version::V1_3).then(|| {
+                        format!("Write Zeroes DEAC is NVMe 1.3; the controller reports {} (VER)", self.version)
+                    })
                 })
-            }),
+            }
             Requirement::VolatileWriteCache => bit(id.vwc.present(), "VWC bit 0 (Volatile Write Cache present)"),
             Requirement::NamespaceAttributeNotices => {
                 bit(id.oaes.namespace_attribute_notices(), "OAES bit 8 (Namespace Attribute Notices)")
             }
-            Requirement::UserspaceDriver => (self.access != Access::Userspace)
-                .then(|| "needs a userspace-driver target (sim, qemu)".to_string()),
+            Requirement::UserspaceDriver => {
+                (self.access != Access::Userspace).then(|| "needs a userspace-driver target (sim, qemu)".to_string())
+            }
         }
     }
 }

@@ -15,7 +15,14 @@ use crate::suite::model::{Blocks, Expect, IoOp, Lba, NsRef, Param, Ranges};
 const MAX_CHUNK_BYTES: u64 = 256 * 1024;
 
 /// `write`: tagged data, split into commands of at most MDTS; every block recorded.
-pub fn write(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Blocks, fua: bool, reverse: bool) -> StepResult {
+pub fn write(
+    ctx: &mut CaseContext<'_>,
+    ns: &NsRef,
+    lba: &Lba,
+    blocks: &Blocks,
+    fua: bool,
+    reverse: bool,
+) -> StepResult {
     let mut members = resolve::ns_members(ctx, ns)?;
     if reverse {
         members.reverse();
@@ -37,11 +44,16 @@ pub fn write(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Blocks, 
             let tag = BlockTag { nsid, lba, generation, seed: ctx.seed, block_size: block_size(bs)? };
             let mut buf = vec![0u8; (n * bs) as usize];
             fill_blocks(&mut buf, &tag).map_err(|e| StepError::Error(e.to_string()))?;
-            let what = format!("Write NSID {nsid} SLBA {lba:#x} NLB {} (generation {generation}{})", n - 1, fua_text(fua));
+            let what =
+                format!("Write NSID {nsid} SLBA {lba:#x} NLB {} (generation {generation}{})", n - 1, fua_text(fua));
             let c = ctx.io(&what, nvm::write(nsid, lba, (n - 1) as u16, fua), Data::ToDevice(&buf))?;
             if !c.status().is_success() {
                 ctx.map.forget(nsid, lba, n);
-                return Err(ctx.fail(what, c.status().to_string(), "Successful Completion (a write inside the namespace)"));
+                return Err(ctx.fail(
+                    what,
+                    c.status().to_string(),
+                    "Successful Completion (a write inside the namespace)",
+                ));
             }
             ctx.map.record_write(nsid, lba, n, generation, ctx.seed);
             lba += n;
@@ -64,11 +76,9 @@ pub fn verify(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: Option<&Lba>, blocks: 
         let (nsid, nsze, _) = member(ctx, i)?;
         let windows: Vec<(u64, u64)> = match (lba, blocks) {
             (None, None) => match ctx.map.namespace(nsid) {
-                Some(map) => map
-                    .known()
-                    .filter(|s| s.state != Expectation::Unknown)
-                    .map(|s| (s.first, s.count))
-                    .collect(),
+                Some(map) => {
+                    map.known().filter(|s| s.state != Expectation::Unknown).map(|s| (s.first, s.count)).collect()
+                }
                 None => Vec::new(),
             },
             (l, b) => {
@@ -160,15 +170,27 @@ pub fn raw(
     let mut buf = vec![0u8; (n * bs) as usize];
     let generation = ctx.map.next_generation();
     let (what, cmd, data) = match op {
-        IoOp::Read => (format!("Read NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"), nvm::read(nsid, first, nlb), Data::FromDevice(&mut buf)),
+        IoOp::Read => (
+            format!("Read NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
+            nvm::read(nsid, first, nlb),
+            Data::FromDevice(&mut buf),
+        ),
         IoOp::Write => {
             if let Ok(size) = block_size(bs) {
                 let tag = BlockTag { nsid, lba: first, generation, seed: ctx.seed, block_size: size };
                 fill_blocks(&mut buf, &tag).map_err(|e| StepError::Error(e.to_string()))?;
             }
-            (format!("Write NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"), nvm::write(nsid, first, nlb, false), Data::ToDevice(&buf))
+            (
+                format!("Write NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
+                nvm::write(nsid, first, nlb, false),
+                Data::ToDevice(&buf),
+            )
         }
-        IoOp::Compare => (format!("Compare NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"), nvm::compare(nsid, first, nlb), Data::ToDevice(&buf)),
+        IoOp::Compare => (
+            format!("Compare NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
+            nvm::compare(nsid, first, nlb),
+            Data::ToDevice(&buf),
+        ),
         IoOp::WriteZeroes => (
             format!("Write Zeroes NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
             nvm::write_zeroes(nsid, first, nlb, false),
@@ -282,7 +304,12 @@ pub fn deallocate_all(ctx: &mut CaseContext<'_>, ns: &NsRef) -> StepResult {
     send_deallocate(ctx, target, &list, None)
 }
 
-fn send_deallocate(ctx: &mut CaseContext<'_>, target: NsTarget, list: &[(u64, u64)], expect: Option<&Expect>) -> StepResult {
+fn send_deallocate(
+    ctx: &mut CaseContext<'_>,
+    target: NsTarget,
+    list: &[(u64, u64)],
+    expect: Option<&Expect>,
+) -> StepResult {
     let nsid = target.nsid(ctx);
     let mut ranges = Vec::with_capacity(list.len());
     for &(first, count) in list {
@@ -379,7 +406,8 @@ pub fn compare(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Param<
     if mismatch {
         buf[bs as usize / 2] ^= 0x5A;
     }
-    let what = format!("Compare NSID {nsid} SLBA {first:#x} NLB {}{}", n - 1, if mismatch { " (altered data)" } else { "" });
+    let what =
+        format!("Compare NSID {nsid} SLBA {first:#x} NLB {}{}", n - 1, if mismatch { " (altered data)" } else { "" });
     let c = ctx.io(&what, nvm::compare(nsid, first, (n - 1) as u16), Data::ToDevice(&buf))?;
     let expected = if mismatch { Expect::One("Compare Failure".into()) } else { Expect::One("success".into()) };
     ctx.expect(&what, &c, Some(&expected))
@@ -403,4 +431,3 @@ fn blocks_per_command(ctx: &CaseContext<'_>, bs: u64) -> u64 {
     let limit = ctx.facts.mdts_bytes.unwrap_or(MAX_CHUNK_BYTES).min(MAX_CHUNK_BYTES);
     (limit / bs).clamp(1, 65536)
 }
-

@@ -313,7 +313,12 @@ fn push_created(ctx: &mut CaseContext<'_>, nsid: u32, size: u64, nsze: u64) {
     });
 }
 
-fn send_attachment(ctx: &mut CaseContext<'_>, what: &str, nsid: u32, attach: bool) -> StepResult<nvme::spec::Completion> {
+fn send_attachment(
+    ctx: &mut CaseContext<'_>,
+    what: &str,
+    nsid: u32,
+    attach: bool,
+) -> StepResult<nvme::spec::Completion> {
     let list = ControllerList::from_ids(&[ctx.facts.cntlid]).map_err(|e| StepError::Error(e.to_string()))?;
     let cmd = if attach { namespace_attach(nsid) } else { namespace_detach(nsid) };
     ctx.admin(what, cmd, Data::ToDevice(list.as_bytes()))

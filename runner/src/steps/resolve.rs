@@ -1,8 +1,8 @@
 //! Turning a step's references (`ns: 2`, `lba: last`, `blocks: whole`) into numbers for
 //! the namespace set and device at hand.
 
-use nvme::spec::identify::{Cns, NamespaceList};
 use nvme::device::Data;
+use nvme::spec::identify::{Cns, NamespaceList};
 use zerocopy::FromZeros;
 
 use super::{CaseContext, StepError, StepResult};
@@ -51,9 +51,7 @@ pub fn ns_one(ctx: &mut CaseContext<'_>, r: &NsRef) -> StepResult<NsTarget> {
             0 => Err(StepError::Error("ns: last, but the namespace set is empty".into())),
             n => Ok(NsTarget::Member(n - 1)),
         },
-        NsRef::Named(NsName::All) => {
-            Err(StepError::Error("ns: all is not allowed for a step on one namespace".into()))
-        }
+        NsRef::Named(NsName::All) => Err(StepError::Error("ns: all is not allowed for a step on one namespace".into())),
         NsRef::Named(NsName::BeyondNn) => Ok(NsTarget::Raw(ctx.facts.nn.saturating_add(1))),
         NsRef::Named(NsName::Broadcast) => Ok(NsTarget::Raw(0xFFFF_FFFF)),
         NsRef::Named(NsName::Zero) => Ok(NsTarget::Raw(0)),
@@ -91,7 +89,11 @@ pub fn namespace_list(ctx: &mut CaseContext<'_>, cns: Cns) -> StepResult<Vec<u32
     loop {
         let mut list = NamespaceList::new_zeroed();
         let what = format!("Identify CNS {:02X}h NSID {after:#x}", cns as u8);
-        let c = ctx.admin(&what, nvme::spec::identify::identify(cns, after, 0), Data::FromDevice(zerocopy::IntoBytes::as_mut_bytes(&mut list)))?;
+        let c = ctx.admin(
+            &what,
+            nvme::spec::identify::identify(cns, after, 0),
+            Data::FromDevice(zerocopy::IntoBytes::as_mut_bytes(&mut list)),
+        )?;
         ctx.require_success(&what, &c)?;
         let page: Vec<u32> = list.ids().collect();
         let full = page.len() == 1024;
@@ -119,8 +121,6 @@ pub fn blocks(b: &Blocks, nsze: u64) -> StepResult<u64> {
     match b {
         Blocks::Count(p) => param(p),
         Blocks::Named(BlocksName::Whole) => Ok(nsze),
-        Blocks::Named(other) => {
-            Err(StepError::Error(format!("blocks: {other:?} only applies to create_namespace")))
-        }
+        Blocks::Named(other) => Err(StepError::Error(format!("blocks: {other:?} only applies to create_namespace"))),
     }
 }
