@@ -270,3 +270,15 @@ fn a_drive_reporting_mqes_0_is_an_error_not_a_panic() {
     let err = Controller::new(Box::new(transport), Options::default()).err().expect("bring-up must fail");
     assert!(err.to_string().contains("Invalid Queue Size"), "{err}");
 }
+
+#[test]
+fn after_shutdown_commands_are_refused_and_enable_brings_the_controller_back() {
+    let (mut ctrl, _) = default_driver();
+    ctrl.shutdown().unwrap();
+    let err = ctrl.admin(Command { cdw10: 1, ..Command::admin(AdminOpcode::Identify) }, Data::None).unwrap_err();
+    assert!(err.to_string().contains("shut down"), "{err}");
+    assert!(ctrl.io_queues().is_empty());
+    ctrl.enable().unwrap();
+    assert_eq!(ctrl.io_queues(), vec![1]);
+    assert_eq!(csts(&mut ctrl).shst(), 0, "a Controller Reset clears SHST");
+}

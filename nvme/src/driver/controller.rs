@@ -408,30 +408,43 @@ impl Controller {
         if self.state != State::Enabled {
             return Ok(());
         }
-        let qids: Vec<u16> = self.io.iter().map(|q| q.qid).collect();
-        let mut first_error = None;
-        for &qid in &qids {
-            if let Err(e) = self.admin(DeleteIoSubmissionQueue { qid }.to_command(), Data::None) {
-                first_error.get_or_insert(e);
-            }
-        }
-        for &qid in &qids {
-            if let Err(e) = self.admin(DeleteIoCompletionQueue { qid }.to_command(), Data::None) {
-                first_error.get_or_insert(e);
-            }
-        }
-        for q in self.io.drain(..) {
-            q.release(&mut self.pages);
-        }
-        let cc = Cc::from_bits(self.transport.mmio_read32(offset::CC)?);
-        self.transport.mmio_write32(offset::CC, cc.with_shn(0b01).into_bits())?;
-        let bound = Duration::from_millis(self.cap.timeout_ms().max(1000));
-        self.wait_csts("CSTS.SHST to report shutdown complete", bound, |c| c.shst() == 0b10)?;
+        // Tried once: a failure here is not retried on drop.
         self.state = State::ShutDown;
+        let qids: Vec<u16> = self.io.iter().map(|q| q.qid).collect();
+        let deletes = qids
+            .iter()
+            .map(|&qid| DeleteIoSubmissionQueue { qid }.to_command())
+            .chain(qids.iter().map(|&qid| DeleteIoCompletionQueue { qid }.to_command()));
+        let mut first_error = None;
+        for cmd in deletes {
+            match self.admin(cmd, Data::None) {
+                Ok(_) => {}
+                // A controller that does not answer gets no more commands: straight to CC.SHN.
+                Err(e @ DeviceError::Timeout { .. }) => {
+                    first_error.get_or_insert(e);
+                    break;
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let notified = self.notify_shutdown();
+        self.forget_queues();
+        notified?;
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// CC.SHN = 01b (normal shutdown), then CSTS.SHST = 10b within CAP.TO (at least 1 s).
+    fn notify_shutdown(&mut self) -> Result<(), DeviceError> {
+        let cc = Cc::from_bits(self.transport.mmio_read32(offset::CC)?);
+        self.transport.mmio_write32(offset::CC, cc.with_shn(0b01).into_bits())?;
+        let bound = Duration::from_millis(self.cap.timeout_ms().max(1000));
+        self.wait_csts("CSTS.SHST to report shutdown complete", bound, |c| c.shst() == 0b10)?;
+        Ok(())
     }
 
     /// Shuts the controller down and gives the transport back.
