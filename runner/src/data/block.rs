@@ -4,7 +4,7 @@
 //!
 //! Speed matters here: a verify pass generates or checks every byte it moves, so the body
 //! is a fixed keystream XOR a per-tag key (one load, one XOR, one store per word, which the
-//! compiler vectorises), and a run of consecutive blocks of one write shares a [`Stamp`]
+//! compiler vectorises), and a run of consecutive blocks of one write shares a `Stamp`
 //! that leaves a mix and a table lookup per block (the header checksum is updated from one
 //! LBA to the next rather than computed afresh).
 

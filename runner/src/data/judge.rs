@@ -140,7 +140,8 @@ pub fn judge_range(
     let mut rest = buf;
     for segment in namespace.segments(first_lba, blocks) {
         // Segments tile the range, so the split always succeeds; stop rather than panic.
-        let Some((run, after)) = rest.split_at_checked(segment.count as usize * block_size.bytes()) else {
+        let run_len = (segment.count as usize).saturating_mul(block_size.bytes());
+        let Some((run, after)) = rest.split_at_checked(run_len) else {
             break;
         };
         judge_run(run, nsid, segment.first, block_size, segment.state, dealloc, &mut tally);
