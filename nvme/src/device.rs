@@ -90,6 +90,13 @@ pub trait Device {
     /// The per-command timeout in milliseconds.
     fn command_timeout_ms(&self) -> u64;
 
+    /// Brings the controller back to a known state after a case ended in an error (a
+    /// command timed out, the queues may be out of step): a Controller Reset and queue
+    /// set-up on userspace targets. The default does nothing.
+    fn recover(&mut self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+
     /// The controller's BAR0 registers, on targets where nvtest's own driver owns the
     /// controller; `None` on kernel targets.
     fn registers(&mut self) -> Option<&mut dyn Registers> {

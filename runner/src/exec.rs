@@ -78,7 +78,15 @@ impl Session {
                 break;
             }
         }
-        CaseOutcome { verdict, log: ctx.log, duration: start.elapsed() }
+        let mut log = ctx.log;
+        if let Verdict::Error(_) = verdict {
+            // The case may have left the controller mid-command: start the next one clean.
+            match self.device.recover() {
+                Ok(()) => log.push("controller reset after the error".into()),
+                Err(e) => log.push(format!("controller reset after the error failed: {e}")),
+            }
+        }
+        CaseOutcome { verdict, log, duration: start.elapsed() }
     }
 }
 

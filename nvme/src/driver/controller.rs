@@ -548,6 +548,11 @@ impl Device for Controller {
     fn registers(&mut self) -> Option<&mut dyn Registers> {
         Some(self)
     }
+
+    /// A Controller Reset; `enable` re-creates the I/O queues and re-arms the AERs.
+    fn recover(&mut self) -> Result<(), DeviceError> {
+        self.reset()
+    }
 }
 
 /// BAR0 through the transport. Writes do not update the driver's view of the controller
