@@ -41,7 +41,7 @@ unsafe impl Sync for DmaRegion {}
 impl DmaRegion {
     /// Zeroed, page-aligned memory of this process, seen by the device at `base`.
     pub fn heap(len: usize, base: u64) -> Self {
-        assert!(len > 0 && len % 4096 == 0, "DMA region length must be whole 4 KiB pages");
+        assert!(len > 0 && len.is_multiple_of(4096), "DMA region length must be whole 4 KiB pages");
         let layout = Layout::from_size_align(len, 4096).expect("page-aligned layout");
         // SAFETY: layout has a non-zero size.
         let ptr =
