@@ -16,6 +16,22 @@ if ((${#need_apt[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+# QEMU 10.0 from bookworm-backports: the QEMU lanes drive its NVMe controller.
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  log "installing qemu-system-x86 from bookworm-backports"
+  if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    cat > /etc/apt/sources.list.d/backports.sources <<'SOURCES'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null
+fi
+qemu-system-x86_64 --version | head -n 1
 if ! python3 -c 'import junitparser' 2>/dev/null; then
   log "installing junitparser (Python) for the JUnit consumer test"
   python3 -m pip install -q junitparser || python3 -m pip install -q --break-system-packages junitparser
