@@ -1,6 +1,7 @@
 //! Every quirk breaks its one rule at the command level: each test runs the command the
 //! rule governs on a drive with the quirk and shows the deviation (the clean behaviour
-//! is covered by subsystem_admin.rs and subsystem_io.rs).
+//! is covered by subsystem_admin.rs and subsystem_io.rs; the newer tests also run the
+//! same commands on the clean drive first).
 
 use nvme::spec::features::{self, AsyncEventConfiguration, FeatureId};
 use nvme::spec::identify::{parse_descriptor_list, Cns, ControllerList, Flbas, IdentifyNamespace, NsDescriptor};
@@ -17,6 +18,15 @@ use zerocopy::FromBytes;
 /// The 1.4 drive scaled to 64 MiB with a 512-byte namespace (1, 8192 blocks), a
 /// 4096-byte one (2, 1024 blocks), and a detached 512-byte one (3, 64 blocks), with `quirk`.
 fn drive(quirk: Quirk) -> (Subsystem, TestHost) {
+    build(Some(quirk))
+}
+
+/// The same drive without quirks.
+fn clean() -> (Subsystem, TestHost) {
+    build(None)
+}
+
+fn build(quirk: Option<Quirk>) -> (Subsystem, TestHost) {
     let mut p = Profile::builtin("enterprise-1.4").unwrap();
     p.capacity_bytes = 64 << 20;
     p.namespaces = vec![
@@ -24,7 +34,9 @@ fn drive(quirk: Quirk) -> (Subsystem, TestHost) {
         InitialNamespace { lbads: 4096, ms: 0, blocks: 1024, attached: true },
         InitialNamespace { lbads: 512, ms: 0, blocks: 64, attached: false },
     ];
-    let p = p.with_quirk(quirk);
+    if let Some(quirk) = quirk {
+        p = p.with_quirk(quirk);
+    }
     (Subsystem::new(p).unwrap(), TestHost::new(1))
 }
 
@@ -59,7 +71,7 @@ fn changed_list(sub: &mut Subsystem, host: &mut TestHost) -> Vec<u32> {
 #[test]
 fn every_quirk_has_a_test_here() {
     // A quirk added to the enum must get a test in this file: keep the count in step.
-    assert_eq!(Quirk::ALL.len(), 33);
+    assert_eq!(Quirk::ALL.len(), 38);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -111,6 +123,85 @@ fn format_4096_addresses_512_overlaps_neighbouring_blocks() {
 }
 
 #[test]
+fn last_lba_rejected_refuses_every_io_command_that_includes_nsze_minus_one() {
+    // Write, Read, Compare, Write Zeroes, Write Uncorrectable: in this order, so each
+    // one on the clean drive finds the data the previous one left.
+    let commands = |slba: u64, nlb: u16| {
+        [
+            nvm::write(1, slba, nlb, false),
+            nvm::read(1, slba, nlb),
+            nvm::compare(1, slba, nlb),
+            nvm::write_zeroes(1, slba, nlb, false),
+            nvm::write_uncorrectable(1, slba, nlb),
+        ]
+    };
+    let (mut sub, mut host) = clean();
+    host.put(&[7; 1024]);
+    for cmd in commands(8191, 0).iter().chain(&commands(8190, 1)) {
+        assert_status(host.io(&mut sub, cmd), Status::SUCCESS);
+    }
+
+    let (mut sub, mut host) = drive(Quirk::LastLbaRejected);
+    host.put(&[7; 1024]);
+    for cmd in commands(8191, 0).iter().chain(&commands(8190, 1)) {
+        assert_status(host.io(&mut sub, cmd), Status::LBA_OUT_OF_RANGE);
+    }
+    // The LBA before the last one is still fine.
+    for cmd in commands(8190, 0) {
+        assert_status(host.io(&mut sub, &cmd), Status::SUCCESS);
+    }
+    assert_status(host.read(&mut sub, 2, 1023, 0, 4096).0, Status::LBA_OUT_OF_RANGE);
+}
+
+#[test]
+fn format_512_addresses_4096_runs_a_transfer_over_later_lbas() {
+    // 32 blocks at LBA 0, block i filled with i; then LBA 1 rewritten with EEh.
+    let first: Vec<u8> = (0..32u8).flat_map(|i| [i; 512]).collect();
+    let run = |sub: &mut Subsystem, host: &mut TestHost| {
+        let (_, id) = host.identify_namespace(sub, 1);
+        assert_eq!(id.lba_data_size(), Some(512), "the format says 512 bytes");
+        assert_status(host.write(sub, 1, 0, 31, &first), Status::SUCCESS);
+        assert_status(host.write(sub, 1, 1, 0, &[0xEE; 512]), Status::SUCCESS);
+        assert!(host.read(sub, 1, 1, 0, 512).1.iter().all(|b| *b == 0xEE), "LBA 1 alone reads back");
+        host.read(sub, 1, 0, 31, 32 * 512).1
+    };
+    let mut expected = first.clone();
+    expected[512..1024].fill(0xEE);
+
+    let (mut sub, mut host) = clean();
+    assert_eq!(run(&mut sub, &mut host), expected);
+
+    let (mut sub, mut host) = drive(Quirk::Format512Addresses4096);
+    let back = run(&mut sub, &mut host);
+    assert_ne!(back, expected);
+    assert!(back[512..1024].iter().all(|b| *b == 1), "block 1 of the long read is not LBA 1's data");
+    assert!(back[8 * 512..9 * 512].iter().all(|b| *b == 0xEE), "LBA 1's data is where block 8 was");
+    // The 4096-byte namespace is addressed correctly.
+    assert_eq!(sub.namespace(2).unwrap().lba_stride, 4096);
+}
+
+#[test]
+fn deallocate_leaks_to_next_namespace_deallocates_the_same_lbas_there() {
+    let setup = |sub: &mut Subsystem, host: &mut TestHost| {
+        assert_status(host.write(sub, 1, 0, 7, &[0x31; 8 * 512]), Status::SUCCESS);
+        assert_status(host.write(sub, 2, 0, 7, &[0x32; 8 * 4096]), Status::SUCCESS);
+        // LBA 2000 exists in namespace 1 only.
+        assert_status(dsm(host, sub, 1, &[DsmRange::new(0, 4), DsmRange::new(2000, 8)]), Status::SUCCESS);
+        assert_eq!(sub.namespace(1).unwrap().nuse(), 4);
+    };
+    let (mut sub, mut host) = clean();
+    setup(&mut sub, &mut host);
+    assert_eq!(sub.namespace(2).unwrap().nuse(), 8);
+    assert!(host.read(&mut sub, 2, 0, 0, 4096).1.iter().all(|b| *b == 0x32));
+
+    let (mut sub, mut host) = drive(Quirk::DeallocateLeaksToNextNamespace);
+    setup(&mut sub, &mut host);
+    assert_eq!(sub.namespace(2).unwrap().nuse(), 4, "namespace 2 lost LBAs 0 to 3");
+    assert!(host.read(&mut sub, 2, 0, 0, 4096).1.iter().all(|b| *b == 0));
+    assert!(host.read(&mut sub, 2, 4, 0, 4096).1.iter().all(|b| *b == 0x32));
+}
+
+#[test]
 fn deallocate_wipes_neighbour_takes_one_block_more() {
     let (mut sub, mut host) = drive(Quirk::DeallocateWipesNeighbour);
     assert_status(host.write(&mut sub, 1, 0, 7, &[0x55; 8 * 512]), Status::SUCCESS);
@@ -126,8 +217,34 @@ fn inactive_namespace_io_accepted_succeeds_on_unattached_and_unallocated_nsids()
     assert_status(host.write(&mut sub, 3, 0, 0, &[1; 512]), Status::SUCCESS);
     assert_eq!(sub.namespace(3).unwrap().nuse(), 1, "the detached namespace was written");
     assert_status(host.read(&mut sub, 9, 0, 0, 512).0, Status::SUCCESS);
-    // NSID 0 is still no namespace.
-    assert_status(host.read(&mut sub, 0, 0, 0, 512).0, Status::INVALID_NAMESPACE_OR_FORMAT);
+    // An NSID above NN is still no namespace.
+    assert_status(host.read(&mut sub, 33, 0, 0, 512).0, Status::INVALID_NAMESPACE_OR_FORMAT);
+}
+
+#[test]
+fn inactive_namespace_io_accepted_succeeds_on_nsid_0_and_ffffffff() {
+    let (mut sub, mut host) = clean();
+    for nsid in [0, 0xFFFF_FFFF] {
+        assert_status(host.read(&mut sub, nsid, 0, 0, 512).0, Status::INVALID_NAMESPACE_OR_FORMAT);
+        assert_status(host.write(&mut sub, nsid, 0, 0, &[1; 512]), Status::INVALID_NAMESPACE_OR_FORMAT);
+        assert_status(host.io(&mut sub, &nvm::write_zeroes(nsid, 0, 0, false)), Status::INVALID_NAMESPACE_OR_FORMAT);
+    }
+    // Flush keeps its broadcast meaning on 1.4; NSID 0 is no namespace for it either.
+    assert_status(host.io(&mut sub, &nvm::flush(0xFFFF_FFFF)), Status::SUCCESS);
+    assert_status(host.io(&mut sub, &nvm::flush(0)), Status::INVALID_NAMESPACE_OR_FORMAT);
+
+    let (mut sub, mut host) = drive(Quirk::InactiveNamespaceIoAccepted);
+    for nsid in [0, 0xFFFF_FFFF] {
+        assert_status(host.write(&mut sub, nsid, 0, 1, &[1; 1024]), Status::SUCCESS);
+        let (done, data) = host.read(&mut sub, nsid, 0, 1, 1024);
+        assert_status(done, Status::SUCCESS);
+        assert!(data.iter().all(|b| *b == 0), "reads return zeroes");
+        assert_status(host.io(&mut sub, &nvm::write_zeroes(nsid, 0, 0, false)), Status::SUCCESS);
+        assert_status(host.io(&mut sub, &nvm::flush(nsid)), Status::SUCCESS);
+    }
+    for nsid in [1, 2, 3] {
+        assert_eq!(sub.namespace(nsid).unwrap().nuse(), 0, "the writes were dropped");
+    }
 }
 
 #[test]
@@ -298,6 +415,38 @@ fn create_beyond_capacity_hands_out_more_than_tnvmcap() {
 }
 
 #[test]
+fn detach_loses_data_deallocates_the_namespace() {
+    let cycle = |sub: &mut Subsystem, host: &mut TestHost| {
+        assert_status(host.write(sub, 1, 10, 0, &[0x5A; 512]), Status::SUCCESS);
+        assert_status(host.attachment(sub, false, 1, &[1]), Status::SUCCESS);
+        assert_status(host.attachment(sub, true, 1, &[1]), Status::SUCCESS);
+        host.read(sub, 1, 10, 0, 512).1
+    };
+    let (mut sub, mut host) = clean();
+    assert!(cycle(&mut sub, &mut host).iter().all(|b| *b == 0x5A));
+    assert_eq!(sub.namespace(1).unwrap().nuse(), 1);
+
+    let (mut sub, mut host) = drive(Quirk::DetachLosesData);
+    assert!(cycle(&mut sub, &mut host).iter().all(|b| *b == 0), "the data is gone");
+    assert_eq!(sub.namespace(1).unwrap().nuse(), 0);
+}
+
+#[test]
+fn delete_broadcast_ignored_deletes_nothing() {
+    let (mut sub, mut host) = clean();
+    assert_status(host.delete_namespace(&mut sub, 0xFFFF_FFFF), Status::SUCCESS);
+    assert!(sub.allocated_nsids().is_empty());
+
+    let (mut sub, mut host) = drive(Quirk::DeleteBroadcastIgnored);
+    assert_status(host.delete_namespace(&mut sub, 0xFFFF_FFFF), Status::SUCCESS);
+    assert_eq!(sub.allocated_nsids(), [1, 2, 3]);
+    assert_eq!(host.namespace_list(&mut sub, Cns::AllocatedNamespaceList, 0).1, [1, 2, 3]);
+    // Deleting one namespace still works.
+    assert_status(host.delete_namespace(&mut sub, 3), Status::SUCCESS);
+    assert_eq!(sub.allocated_nsids(), [1, 2]);
+}
+
+#[test]
 fn attach_twice_succeeds() {
     let (mut sub, mut host) = drive(Quirk::AttachTwiceSucceeds);
     assert_status(host.attachment(&mut sub, true, 1, &[1]), Status::SUCCESS);
@@ -360,4 +509,19 @@ fn format_invalid_lbaf_accepted_succeeds_and_changes_nothing() {
     assert_status(host.admin(&mut sub, &namespace::format_nvm(1, FormatNvm::new().with_lbaf(9))), Status::SUCCESS);
     let (_, id) = host.identify_namespace(&mut sub, 1);
     assert_eq!(id.flbas_index(), 0);
+}
+
+#[test]
+fn format_invalid_lbaf_accepted_creates_a_namespace_with_format_0() {
+    let (mut sub, mut host) = clean();
+    assert_status(host.create_namespace(&mut sub, 64, flbas(9)), Status::INVALID_FORMAT);
+    assert_eq!(sub.allocated_nsids(), [1, 2, 3]);
+
+    let (mut sub, mut host) = drive(Quirk::FormatInvalidLbafAccepted);
+    let done = host.create_namespace(&mut sub, 64, flbas(9));
+    assert_status(done, Status::SUCCESS);
+    assert_eq!(done.dw0, 4);
+    let (_, bytes) = host.identify(&mut sub, Cns::AllocatedNamespace as u8, 4, 0);
+    let id = IdentifyNamespace::read_from_bytes(&bytes).unwrap();
+    assert_eq!((id.nsze, id.flbas_index(), id.lba_data_size()), (64, 0, Some(512)));
 }

@@ -19,7 +19,8 @@ use nvme::transport::DmaRegion;
 enum Target {
     /// An active namespace (or, under a quirk, an allocated inactive one).
     Namespace(u32),
-    /// No namespace, but a quirk accepts the command anyway: it succeeds doing nothing.
+    /// No namespace, but a quirk accepts the command anyway: it succeeds doing nothing
+    /// (a read returns zeroes).
     Nothing,
 }
 
@@ -49,14 +50,35 @@ impl Subsystem {
         if self.is_active(nsid) {
             return Ok(Target::Namespace(nsid));
         }
-        if self.quirks.has(Quirk::InactiveNamespaceIoAccepted) && self.is_valid_nsid(nsid) {
-            // Quirk: I/O to an inactive NSID succeeds (§6.1 / Figure 128 broken).
+        if self.quirks.has(Quirk::InactiveNamespaceIoAccepted)
+            && (self.is_valid_nsid(nsid) || nsid == 0 || nsid == NSID_ALL)
+        {
+            // Quirk: I/O to an inactive NSID, NSID 0 or NSID FFFFFFFFh succeeds (§6.1 /
+            // Figure 128 broken): an allocated namespace is used as if attached, anything
+            // else reads as zeroes and drops writes.
             return Ok(match self.namespace(nsid) {
                 Some(_) => Target::Namespace(nsid),
                 None => Target::Nothing,
             });
         }
         Err(Status::INVALID_NAMESPACE_OR_FORMAT)
+    }
+
+    /// The LBA range check (§6.1: LBAs 0 to NSZE − 1 exist; Figure 128: LBA Out of
+    /// Range). `Ok(true)` when the range reaches past NSZE and a quirk accepts it anyway.
+    fn check_range(&self, ns: &Namespace, slba: u64, nlb: u64) -> Result<bool, Status> {
+        if !ns.contains(slba, nlb) {
+            if self.quirks.has(Quirk::LbaPastNszeAccepted) {
+                // Quirk: a range reaching past NSZE succeeds (Figure 128 LBA Out of Range broken).
+                return Ok(true);
+            }
+            return Err(Status::LBA_OUT_OF_RANGE);
+        }
+        if self.quirks.has(Quirk::LastLbaRejected) && slba + nlb == ns.nsze {
+            // Quirk: off by one, a range including LBA NSZE − 1 is out of range (§6.1 broken).
+            return Err(Status::LBA_OUT_OF_RANGE);
+        }
+        Ok(false)
     }
 
     /// Checks a transfer of `bytes` against MDTS (Figure 247: a larger command is
@@ -92,14 +114,8 @@ impl Subsystem {
         };
         let Some(ns) = self.namespace(nsid) else { return Err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         self.check_mdts(nlb * ns.format.host_block_size())?;
-        if !ns.contains(cmd.slba(), nlb) {
-            if self.quirks.has(Quirk::LbaPastNszeAccepted) {
-                // Quirk: a range reaching past NSZE succeeds (Figure 128 LBA Out of Range broken).
-                return Ok((target, nlb, true));
-            }
-            return Err(Status::LBA_OUT_OF_RANGE);
-        }
-        Ok((target, nlb, false))
+        let past_end = self.check_range(ns, cmd.slba(), nlb)?;
+        Ok((target, nlb, past_end))
     }
 
     /// Read (§6.9).
@@ -108,7 +124,15 @@ impl Subsystem {
             Ok(t) => t,
             Err(s) => return Done::err(s),
         };
-        let Target::Namespace(nsid) = target else { return Done::ok() };
+        let Target::Namespace(nsid) = target else {
+            // Quirk `inactive-namespace-io-accepted`, no namespace there: the read returns
+            // zeroes, as many blocks of the smallest LBA format as asked for.
+            let smallest = self.profile.lba_formats.iter().map(|f| f.lbads as u64).min().unwrap_or(512);
+            return match zero_host(data, nlb * smallest) {
+                Ok(()) => Done::ok(),
+                Err(s) => Done::err(s),
+            };
+        };
         let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         let slba = cmd.slba();
         let len = nlb * ns.format.host_block_size();
@@ -242,11 +266,14 @@ impl Subsystem {
         };
         let nlb = cmd.nlb() as u64 + 1;
         let slba = cmd.slba();
-        let lba_quirk = self.quirks.has(Quirk::LbaPastNszeAccepted);
-        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
-        if !ns.contains(slba, nlb) {
-            return if lba_quirk { Done::ok() } else { Done::err(Status::LBA_OUT_OF_RANGE) };
+        let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        match self.check_range(ns, slba, nlb) {
+            Ok(false) => {}
+            // Quirk `lba-past-nsze-accepted`: nothing marked.
+            Ok(true) => return Done::ok(),
+            Err(s) => return Done::err(s),
         }
+        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         ns.mark_uncorrectable(slba, nlb);
         self.health.host_write_commands += 1;
         Done::ok()
@@ -264,12 +291,15 @@ impl Subsystem {
         let nlb = cmd.nlb() as u64 + 1;
         let slba = cmd.slba();
         let deac = self.version() >= Version::V1_3 && LbaFields::from_command(cmd).deac && self.fill_byte() == 0;
-        let lba_quirk = self.quirks.has(Quirk::LbaPastNszeAccepted);
         let ignored = self.quirks.has(Quirk::WriteZeroesIgnored);
-        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
-        if !ns.contains(slba, nlb) {
-            return if lba_quirk { Done::ok() } else { Done::err(Status::LBA_OUT_OF_RANGE) };
+        let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        match self.check_range(ns, slba, nlb) {
+            Ok(false) => {}
+            // Quirk `lba-past-nsze-accepted`: nothing written.
+            Ok(true) => return Done::ok(),
+            Err(s) => return Done::err(s),
         }
+        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         if ignored {
             // Quirk `write-zeroes-ignored`: success, data left in place (§6.16 broken).
             return Done::ok();
@@ -320,15 +350,29 @@ impl Subsystem {
         // deallocated (§6.7 broken). `deallocate` clamps to NSZE.
         let take = if first_only { 1 } else { ranges.len() };
         // Quirk `dsm-first-range-only`: only the first range is deallocated (§6.7.1.1 broken).
-        for r in ranges.iter().take(take) {
-            if r.slba >= ns.nsze {
+        // Quirk `deallocate-wipes-neighbour`: one block more than asked (§6.7.1.1 broken).
+        let blocks: Vec<(u64, u64)> =
+            ranges.iter().take(take).map(|r| (r.slba, r.length as u64 + wipe_next as u64)).collect();
+        for (slba, nlb) in &blocks {
+            if *slba >= ns.nsze {
                 continue;
             }
-            // Quirk `deallocate-wipes-neighbour`: one block more than asked (§6.7.1.1 broken).
-            let nlb = r.length as u64 + wipe_next as u64;
             // Quirk `stale-after-deallocate`: the old data stays readable (DLFEAT broken).
-            if ns.deallocate(r.slba, nlb, keep_data).is_err() {
+            if ns.deallocate(*slba, *nlb, keep_data).is_err() {
                 return Done::err(Status::INTERNAL_ERROR);
+            }
+        }
+        if self.quirks.has(Quirk::DeallocateLeaksToNextNamespace) {
+            // Quirk: the same LBAs of the next active namespace are deallocated too (§6.1
+            // namespace independence broken).
+            let next = self.active_nsids().into_iter().find(|n| *n > nsid);
+            if let Some(other) = next.and_then(|n| self.namespace_mut(n)) {
+                for (slba, nlb) in &blocks {
+                    // `deallocate` clamps to NSZE: only the LBAs that exist there.
+                    if *slba < other.nsze && other.deallocate(*slba, *nlb, keep_data).is_err() {
+                        return Done::err(Status::INTERNAL_ERROR);
+                    }
+                }
             }
         }
         Done::ok()

@@ -46,7 +46,11 @@ impl Subsystem {
         let nlbaf = self.profile.lba_formats.len() as u8 - 1;
         let mut index = spec.flbas_index();
         if index > nlbaf {
-            return Err(Status::INVALID_FORMAT);
+            if !self.quirks.has(Quirk::FormatInvalidLbafAccepted) {
+                return Err(Status::INVALID_FORMAT);
+            }
+            // Quirk: an FLBAS index beyond NLBAF is taken as format 0 (§5.20 Invalid Format broken).
+            index = 0;
         }
         // No end-to-end protection (DPC is 0): any protection type is a format we lack.
         if spec.dps.pit() != 0 {
@@ -98,6 +102,10 @@ impl Subsystem {
     /// namespace attached to this controller is detached first, which it is told of.
     fn delete_namespace(&mut self, ctx: &mut ControllerContext, nsid: u32) -> Result<(), Status> {
         let victims: Vec<u32> = if nsid == NSID_ALL {
+            if self.quirks.has(Quirk::DeleteBroadcastIgnored) {
+                // Quirk: FFFFFFFFh succeeds and deletes nothing (§5.20 broken).
+                return Ok(());
+            }
             self.allocated_nsids()
         } else if !self.is_valid_nsid(nsid) {
             return Err(Status::INVALID_NAMESPACE_OR_FORMAT);
@@ -181,7 +189,12 @@ impl Subsystem {
             }
             changes.push(*id);
         }
+        let lose_data = !attach && !changes.is_empty() && self.quirks.has(Quirk::DetachLosesData);
         let Some(ns) = self.namespace_mut(nsid) else { return Err(Status::INVALID_FIELD) };
+        if lose_data {
+            // Quirk: detaching deallocates every block (§8.11 / §5.19 broken).
+            ns.erase();
+        }
         for id in &changes {
             if attach {
                 ns.attached.push(*id);

@@ -216,11 +216,17 @@ impl Subsystem {
     }
 
     /// The media stride of one LBA for a format: its data size, except that under
-    /// `Quirk::Format4096Addresses512` a 4096-byte format advances 512 bytes per LBA.
+    /// `Quirk::Format4096Addresses512` a 4096-byte format advances 512 bytes per LBA, and
+    /// under `Quirk::Format512Addresses4096` a 512-byte format advances 4096.
     fn lba_stride(&self, data_size: u32) -> u64 {
         if self.quirks.has(Quirk::Format4096Addresses512) && data_size == 4096 {
             // Quirk: LBA n of a 4096-byte namespace starts at byte n × 512 (§6.1, Figure 246 broken).
             return 512;
+        }
+        if self.quirks.has(Quirk::Format512Addresses4096) && data_size == 512 {
+            // Quirk: LBA n of a 512-byte namespace starts at byte n × 4096, and a transfer
+            // runs on contiguously from there (§6.1, Figure 246 broken).
+            return 4096;
         }
         data_size as u64
     }
@@ -237,7 +243,10 @@ impl Subsystem {
         let (nguid, eui64) = self.unique_ids(self.next_uid);
         self.next_uid += 1;
         let mut ns = Namespace::new(nsid, format, nsze, self.fill_byte(), nguid, eui64);
-        ns.lba_stride = self.lba_stride(format.data_size);
+        let stride = self.lba_stride(format.data_size);
+        if stride != ns.lba_stride {
+            ns.set_stride(stride);
+        }
         ns
     }
 

@@ -46,7 +46,8 @@ pub enum Region {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub format: Format,
-    /// Media bytes from one LBA to the next.
+    /// Where LBA n starts on the media: byte n × stride. The LBA data size, except under
+    /// the quirks that misaddress LBAs.
     pub stride: u64,
 }
 
@@ -56,20 +57,51 @@ impl Layout {
     ///
     /// Without extended LBAs the stream is the blocks' data, back to back. With extended
     /// LBAs each block's data is followed by its metadata (§8.2 "Metadata Handling").
+    ///
+    /// The data of a transfer starts at `slba × stride`. A stride at least the data size
+    /// lays the transfer's blocks one after another from there (so a stride above the
+    /// data size runs a transfer over the places of later LBAs); a smaller stride puts
+    /// each block at its own LBA's start (so neighbouring blocks overlap).
     pub fn locate(&self, slba: u64, x: u64) -> (Region, u64, u64) {
         let f = &self.format;
         let size = f.data_size as u64;
         let ms = if f.extended { f.ms as u64 } else { 0 };
-        if ms == 0 && self.stride == size {
-            return (Region::Data, slba * size + x, u64::MAX);
+        if ms == 0 && self.stride >= size {
+            return (Region::Data, slba * self.stride + x, u64::MAX);
         }
         let per = size + ms;
         let (block, within) = (x / per, x % per);
         if within < size {
-            (Region::Data, (slba + block) * self.stride + within, size - within)
+            let start =
+                if self.stride >= size { slba * self.stride + block * size } else { (slba + block) * self.stride };
+            (Region::Data, start + within, size - within)
         } else {
             (Region::Metadata, (slba + block) * f.ms as u64 + (within - size), per - within)
         }
+    }
+
+    /// The media data bytes a transfer of `nlb` blocks from `slba` covers: offset and length.
+    pub fn data_extent(&self, slba: u64, nlb: u64) -> (u64, u64) {
+        let size = self.format.data_size as u64;
+        let start = slba * self.stride;
+        if nlb == 0 {
+            (start, 0)
+        } else if self.stride >= size {
+            (start, nlb * size)
+        } else {
+            (start, (nlb - 1) * self.stride + size)
+        }
+    }
+
+    /// Bytes of data media a namespace of `nsze` blocks needs: room for every transfer
+    /// inside it (the last LBA's data runs `data size` bytes from its start).
+    pub fn data_media_size(&self, nsze: u64) -> u64 {
+        if nsze == 0 {
+            return 0;
+        }
+        let size = self.format.data_size as u64;
+        let last = (nsze - 1).saturating_mul(self.stride).saturating_add(size);
+        nsze.saturating_mul(size).max(last)
     }
 }
 
@@ -83,8 +115,8 @@ pub struct Namespace {
     pub attached: Vec<u16>,
     pub nguid: [u8; 16],
     pub eui64: [u8; 8],
-    /// Bytes of media from one LBA to the next. The LBA data size, except under
-    /// `Quirk::Format4096Addresses512`.
+    /// Where LBA n starts on the media: byte n × this. The LBA data size, except under
+    /// `Quirk::Format4096Addresses512` and `Quirk::Format512Addresses4096`.
     pub lba_stride: u64,
     data: Media,
     metadata: Media,
@@ -109,6 +141,14 @@ impl Namespace {
             allocated: Bitmap::new(nsze),
             uncorrectable: BTreeMap::new(),
         }
+    }
+
+    /// Moves LBA n to byte n × `stride` of the media. The data media is made anew (and
+    /// sized for the new stride): for a namespace just created or formatted.
+    pub fn set_stride(&mut self, stride: u64) {
+        self.lba_stride = stride;
+        let size = self.layout().data_media_size(self.nsze);
+        self.data = Media::new(size, self.data.fill_byte());
     }
 
     /// Capacity in bytes this namespace takes from the subsystem (NVMCAP).
@@ -173,14 +213,10 @@ impl Namespace {
 
     /// Sets every data and metadata byte of the blocks to `byte`.
     pub fn fill_blocks(&mut self, slba: u64, nlb: u64, byte: u8) -> Result<(), OutOfMedia> {
-        let size = self.format.data_size as u64;
-        if self.lba_stride == size {
-            self.data.fill(slba * size, nlb * size, byte)?;
-        } else {
-            // Overlapping blocks: each LBA covers data_size bytes from LBA × stride.
-            let end = ((slba + nlb - 1) * self.lba_stride + size).min(self.data.size());
-            self.data.fill(slba * self.lba_stride, end - slba * self.lba_stride, byte)?;
-        }
+        // What a transfer of the same blocks covers (more or less than nlb × data size
+        // when a quirk misaddresses LBAs).
+        let (offset, len) = self.layout().data_extent(slba, nlb);
+        self.data.fill(offset, len.min(self.data.size().saturating_sub(offset)), byte)?;
         let ms = self.format.ms as u64;
         self.metadata.fill(slba * ms, nlb * ms, byte)
     }
@@ -220,12 +256,18 @@ impl Namespace {
         }
     }
 
+    /// Deallocates every block and drops every mark: the namespace as if just created.
+    pub fn erase(&mut self) {
+        let fill = self.data.fill_byte();
+        self.reformat(self.format, self.nsze, self.lba_stride, fill);
+    }
+
     /// Reformats: a new format and size, every block deallocated.
     pub fn reformat(&mut self, format: Format, nsze: u64, lba_stride: u64, fill: u8) {
         self.format = format;
         self.nsze = nsze;
         self.lba_stride = lba_stride;
-        self.data = Media::new(nsze * format.data_size as u64, fill);
+        self.data = Media::new(self.layout().data_media_size(nsze), fill);
         self.metadata = Media::new(nsze * format.ms as u64, fill);
         self.allocated = Bitmap::new(nsze);
         self.uncorrectable.clear();
@@ -297,6 +339,22 @@ mod tests {
         let l = n.layout();
         assert_eq!(l.locate(3, 0), (Region::Data, 1536, 4096));
         assert_eq!(l.locate(3, 4096), (Region::Data, 2048, 4096));
+    }
+
+    #[test]
+    fn a_stride_above_the_block_size_runs_a_transfer_over_later_lbas() {
+        let mut n = ns(512, 0, false);
+        n.set_stride(4096);
+        let l = n.layout();
+        assert_eq!(l.locate(3, 0), (Region::Data, 3 * 4096, u64::MAX));
+        assert_eq!(l.locate(0, 8 * 512), (Region::Data, 4096, u64::MAX), "block 8 of a transfer at 0 is LBA 1's place");
+        assert_eq!(l.data_extent(1, 2), (4096, 1024));
+        assert_eq!(n.media(Region::Data).size(), 1023 * 4096 + 512);
+        let mut n = ns(512, 8, true);
+        n.set_stride(4096);
+        let l = n.layout();
+        assert_eq!(l.locate(2, 520), (Region::Data, 2 * 4096 + 512, 512));
+        assert_eq!(l.locate(2, 512), (Region::Metadata, 16, 8));
     }
 
     #[test]

@@ -71,8 +71,9 @@ pub enum Quirk {
     /// No Namespace Attribute Changed asynchronous event is raised. Breaks §5.2 and
     /// Figure 146: the notice is sent when enabled and the active namespaces change.
     NoNamespaceNotice,
-    /// I/O to an NSID that is not active (unallocated or not attached) succeeds. Breaks
-    /// §6.1 and Figure 128: Invalid Namespace or Format.
+    /// I/O to an NSID that is not active (unallocated or not attached), to NSID 0, or to
+    /// NSID FFFFFFFFh succeeds: reads of a namespace that is not there return zeroes, writes
+    /// to it are dropped. Breaks §6.1 and Figure 128: Invalid Namespace or Format.
     InactiveNamespaceIoAccepted,
     /// Transfers larger than MDTS succeed. Breaks Figure 247 MDTS: Invalid Field in Command.
     MdtsNotEnforced,
@@ -88,8 +89,9 @@ pub enum Quirk {
     /// Format NVM succeeds without changing the format. Breaks §5.23: the namespace is
     /// formatted with the LBA format requested.
     FormatIgnored,
-    /// Format NVM with an LBAF index greater than NLBAF succeeds (and is ignored). Breaks
-    /// §5.23, Figure 273: Invalid Format.
+    /// Format NVM with an LBAF index greater than NLBAF succeeds (and is ignored), and
+    /// Namespace Management create with an FLBAS index greater than NLBAF creates the
+    /// namespace with LBA format 0. Breaks §5.23, Figure 273 and §5.20: Invalid Format.
     FormatInvalidLbafAccepted,
     /// Compare always succeeds. Breaks §6.5: Compare Failure when the data differ.
     CompareAlwaysSucceeds,
@@ -112,6 +114,27 @@ pub enum Quirk {
     /// A namespace created with a 4096-byte format reports (and uses) a 512-byte format
     /// instead. Breaks §5.20 / §8.11: the namespace uses the LBA format requested in FLBAS.
     LbafWrongSize,
+    /// An I/O command (Read, Write, Compare, Write Zeroes, Write Uncorrectable) whose range
+    /// includes LBA NSZE − 1 completes with LBA Out of Range: an off-by-one in the range
+    /// check. Breaks §6.1: LBAs 0 through NSZE − 1 are valid.
+    LastLbaRejected,
+    /// A namespace formatted with 512-byte blocks reports LBADS 9, but its LBA n starts at
+    /// byte n × 4096 of the media while each LBA still transfers 512 bytes, so a
+    /// multi-block transfer runs on contiguously from n × 4096 over the places of later
+    /// LBAs. Breaks §6.1 and Figure 246: each LBA holds 2^LBADS bytes of its own.
+    #[serde(rename = "format-512-addresses-4096")]
+    Format512Addresses4096,
+    /// Namespace Attachment Controller Detach deallocates every block of the namespace:
+    /// its data is gone when it is attached again. Breaks §8.11 / §5.19: attachment changes
+    /// which controllers see a namespace, not its contents.
+    DetachLosesData,
+    /// Namespace Management delete with NSID FFFFFFFFh succeeds but deletes nothing.
+    /// Breaks §5.20: NSID FFFFFFFFh deletes every namespace.
+    DeleteBroadcastIgnored,
+    /// A Dataset Management deallocate also deallocates the same LBA ranges (where they
+    /// exist) in the next active namespace by NSID. Breaks §6.1: a namespace is an
+    /// independent quantity of NVM, which a command to another namespace does not change.
+    DeallocateLeaksToNextNamespace,
 }
 
 impl Quirk {
@@ -150,6 +173,11 @@ impl Quirk {
         Quirk::VerMismatch,
         Quirk::NuseExceedsNcap,
         Quirk::LbafWrongSize,
+        Quirk::LastLbaRejected,
+        Quirk::Format512Addresses4096,
+        Quirk::DetachLosesData,
+        Quirk::DeleteBroadcastIgnored,
+        Quirk::DeallocateLeaksToNextNamespace,
     ];
 
     /// The name a profile uses for this quirk.
@@ -188,6 +216,11 @@ impl Quirk {
             Quirk::VerMismatch => "ver-mismatch",
             Quirk::NuseExceedsNcap => "nuse-exceeds-ncap",
             Quirk::LbafWrongSize => "lbaf-wrong-size",
+            Quirk::LastLbaRejected => "last-lba-rejected",
+            Quirk::Format512Addresses4096 => "format-512-addresses-4096",
+            Quirk::DetachLosesData => "detach-loses-data",
+            Quirk::DeleteBroadcastIgnored => "delete-broadcast-ignored",
+            Quirk::DeallocateLeaksToNextNamespace => "deallocate-leaks-to-next-namespace",
         }
     }
 
