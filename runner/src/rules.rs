@@ -96,6 +96,13 @@ pub fn identify_inactive_zero() -> Rule {
     )
 }
 
+pub fn delete_all() -> Rule {
+    rule(
+        "NVMe 1.4 §5.20 Namespace Management (Delete)",
+        "a delete with NSID FFFFFFFFh deletes every namespace of the NVM subsystem",
+    )
+}
+
 pub fn namespace_setup() -> Rule {
     rule(
         "NVMe 1.4 §5.20 Namespace Management and §5.19 Namespace Attachment",

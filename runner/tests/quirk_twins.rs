@@ -51,7 +51,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("namespaces", "format-to-4096", "format-ignored", "uses the LBA format the host selected"),
     ("namespaces", "format-to-512", "format-ignored", "uses the LBA format the host selected"),
     ("namespaces", "format-invalid-lbaf", "format-invalid-lbaf-accepted", "§5.23"),
-    ("namespaces", "delete-all", "delete-broadcast-ignored", "CNS 02h"),
+    ("namespaces", "delete-all", "delete-broadcast-ignored", "NSID FFFFFFFFh deletes every namespace"),
     ("trim", "deallocated-reads", "stale-after-deallocate", "DLFEAT"),
     ("trim", "neighbours-untouched", "deallocate-wipes-neighbour", "Range Definition"),
     ("trim", "many-ranges", "dsm-first-range-only", "NR + 1 ranges"),

@@ -99,6 +99,15 @@ pub fn delete_all(ctx: &mut CaseContext<'_>) -> StepResult {
     let what = "Namespace Management delete NSID FFFFFFFFh (all)";
     let c = ctx.admin(what, namespace_delete(ALL_NAMESPACES), Data::None)?;
     setup_success(ctx, what, &c)?;
+    let left = resolve::namespace_list(ctx, Cns::AllocatedNamespaceList)?;
+    if !left.is_empty() {
+        return Err(ctx.fail_rule(
+            rules::delete_all(),
+            what,
+            format!("Successful Completion, but the Allocated Namespace ID list still holds {left:?}"),
+            "no allocated namespace",
+        ));
+    }
     for entry in &mut ctx.set {
         entry.allocated = false;
         entry.attached = false;
