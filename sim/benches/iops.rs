@@ -59,8 +59,8 @@ impl CommandSet for RamSet {
         }
         let range = slba as usize * BLOCK..(slba + count) as usize * BLOCK;
         let moved = match NvmOpcode::from_u8(cmd.opcode) {
-            Some(NvmOpcode::Read) => data.to_host(&self.blocks[range]),
-            Some(NvmOpcode::Write) => data.from_host(range.len()).map(|b| self.blocks[range].copy_from_slice(&b)),
+            Some(NvmOpcode::Read) => data.copy_to_host(&self.blocks[range]),
+            Some(NvmOpcode::Write) => data.copy_from_host(range.len()).map(|b| self.blocks[range].copy_from_slice(&b)),
             _ => return Done::err(Status::INVALID_COMMAND_OPCODE),
         };
         match moved {

@@ -60,7 +60,7 @@ pub trait DataPointer {
     fn segments(&self, len: usize, visit: &mut dyn FnMut(u64, usize)) -> Result<(), Status>;
 
     /// Controller → host: copies `data` into the buffer the PRPs describe.
-    fn to_host(&self, data: &[u8]) -> Result<(), Status> {
+    fn copy_to_host(&self, data: &[u8]) -> Result<(), Status> {
         let mut ranges = Vec::new();
         self.segments(data.len(), &mut |a, l| ranges.push((a, l)))?;
         let mut at = 0;
@@ -72,7 +72,7 @@ pub trait DataPointer {
     }
 
     /// Host → controller: the `len` bytes the PRPs describe.
-    fn from_host(&self, len: usize) -> Result<Vec<u8>, Status> {
+    fn copy_from_host(&self, len: usize) -> Result<Vec<u8>, Status> {
         let mut ranges = Vec::new();
         self.segments(len, &mut |a, l| ranges.push((a, l)))?;
         let mut out = vec![0u8; len];

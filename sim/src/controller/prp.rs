@@ -137,7 +137,7 @@ impl DataPointer for PrpPointer<'_> {
         self.walk(len, visit)
     }
 
-    fn to_host(&self, data: &[u8]) -> Result<(), Status> {
+    fn copy_to_host(&self, data: &[u8]) -> Result<(), Status> {
         let mut at = 0;
         let mut failed = false;
         self.segments(data.len(), &mut |addr, len| {
@@ -150,7 +150,7 @@ impl DataPointer for PrpPointer<'_> {
         Ok(())
     }
 
-    fn from_host(&self, len: usize) -> Result<Vec<u8>, Status> {
+    fn copy_from_host(&self, len: usize) -> Result<Vec<u8>, Status> {
         self.walk(len, &mut |_, _| {})?;
         let mut out = vec![0u8; len];
         let mut at = 0;
@@ -255,10 +255,10 @@ mod tests {
     fn copies_follow_the_segments() {
         let dma = DmaRegion::heap(16 * PAGE, BASE);
         let p = PrpPointer::new(&dma, BASE + 0xffc, BASE + 0x3000, PAGE);
-        p.to_host(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        p.copy_to_host(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         let mut b = [0u8; 4];
         dma.read(BASE + 0x3000, &mut b).unwrap();
         assert_eq!(b, [5, 6, 7, 8]);
-        assert_eq!(p.from_host(8).unwrap(), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(p.copy_from_host(8).unwrap(), vec![1, 2, 3, 4, 5, 6, 7, 8]);
     }
 }

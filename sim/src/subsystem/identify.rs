@@ -48,7 +48,7 @@ impl Subsystem {
             }
             Cns::ControllerList => self.subsystem_controllers(cdw10.cntid).map(|l| l.as_bytes().to_vec()),
         };
-        match result.and_then(|bytes| data.to_host(&bytes)) {
+        match result.and_then(|bytes| data.copy_to_host(&bytes)) {
             Ok(()) => Done::ok(),
             Err(s) => Done::err(s),
         }

@@ -329,7 +329,7 @@ impl Subsystem {
         };
         let dsm = DsmFields::from_command(cmd);
         let count = dsm.nr_ranges as usize;
-        let bytes = match data.from_host(count * size_of::<DsmRange>()) {
+        let bytes = match data.copy_from_host(count * size_of::<DsmRange>()) {
             Ok(b) => b,
             Err(s) => return Done::err(s),
         };

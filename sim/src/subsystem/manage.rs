@@ -41,7 +41,7 @@ impl Subsystem {
     /// FLBAS, DPS, NMIC) describe the namespace. Returns the NSID allocated; the new
     /// namespace is attached to no controller.
     fn create_namespace(&mut self, data: &dyn DataPointer) -> Result<u32, Status> {
-        let bytes = data.from_host(DATA_SIZE)?;
+        let bytes = data.copy_from_host(DATA_SIZE)?;
         let spec = IdentifyNamespace::read_from_bytes(&bytes).map_err(|_| Status::INTERNAL_ERROR)?;
         let nlbaf = self.profile.lba_formats.len() as u8 - 1;
         let mut index = spec.flbas_index();
@@ -159,7 +159,7 @@ impl Subsystem {
         if self.namespace(nsid).is_none() {
             return Err(Status::INVALID_FIELD);
         }
-        let bytes = data.from_host(DATA_SIZE)?;
+        let bytes = data.copy_from_host(DATA_SIZE)?;
         let list = ControllerList::read_from_bytes(&bytes).map_err(|_| Status::INTERNAL_ERROR)?;
         let ids = self.controller_list(&list)?;
         let known = self.controller_ids();

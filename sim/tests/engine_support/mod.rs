@@ -55,7 +55,7 @@ impl TestSet {
         let range = slba * BLOCK..(slba + count) * BLOCK;
         let meta = slba * META..(slba + count) * META;
         if write {
-            match data.from_host(range.len()) {
+            match data.copy_from_host(range.len()) {
                 Ok(bytes) => self.blocks[range].copy_from_slice(&bytes),
                 Err(status) => return Done::err(status),
             }
@@ -67,7 +67,7 @@ impl TestSet {
                 self.metadata[meta].copy_from_slice(&m);
             }
         } else {
-            if let Err(status) = data.to_host(&self.blocks[range]) {
+            if let Err(status) = data.copy_to_host(&self.blocks[range]) {
                 return Done::err(status);
             }
             if cmd.mptr != 0 && data.dma().write(cmd.mptr, &self.metadata[meta]).is_err() {
@@ -81,7 +81,7 @@ impl TestSet {
 impl CommandSet for TestSet {
     fn admin(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
         match AdminOpcode::from_u8(cmd.opcode) {
-            Some(AdminOpcode::Identify) => match data.to_host(&identify_pattern()) {
+            Some(AdminOpcode::Identify) => match data.copy_to_host(&identify_pattern()) {
                 Ok(()) => Done::ok(),
                 Err(status) => Done::err(status),
             },
@@ -94,7 +94,7 @@ impl CommandSet for TestSet {
             }
             Some(AdminOpcode::GetLogPage) => {
                 let dwords = ((cmd.cdw10 >> 16) & 0xffff) as usize + 1;
-                match data.to_host(&vec![0; dwords * 4]) {
+                match data.copy_to_host(&vec![0; dwords * 4]) {
                     Ok(()) => Done::ok(),
                     Err(status) => Done::err(status),
                 }
