@@ -400,6 +400,13 @@ impl Mismatch {
                  a write nvtest did not see complete took effect",
                 tag.generation
             ),
+            Found::OtherSize(tag) if tag.nsid != self.nsid => write!(
+                f,
+                "{at} holds the start of a {} block ({}) where generation {generation} was written: \
+                 data from another namespace",
+                tag.block_size,
+                self.whose(&tag),
+            ),
             Found::OtherSize(tag) => write!(
                 f,
                 "{at} holds the start of a {} block ({}) where generation {generation} was written: \
