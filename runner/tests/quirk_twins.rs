@@ -150,3 +150,28 @@ fn each_quirk_fails_its_cases_naming_the_rule() {
     }
     assert!(problems.is_empty(), "{} twins did not fail as they should:\n{}", problems.len(), problems.join("\n"));
 }
+
+/// DLFEAT 010b (deallocated blocks read as all ones): the trim suite judges against ones,
+/// passes on a drive that returns them and fails on one that returns stale data.
+#[test]
+fn trim_follows_dlfeat_ones() {
+    let ones = || {
+        let mut p = Profile::builtin("enterprise-1.4").unwrap();
+        p.dlfeat = nvme_sim::profile::DlfeatSetting::Ones;
+        p
+    };
+    let mut clean = session(ones());
+    let mut stale = session(ones().with_quirk(Quirk::StaleAfterDeallocate));
+    let trim = suite("trim");
+    let mut judged = 0;
+    for case in trim.cases.iter().filter(|c| ["deallocated-reads", "whole-namespace"].contains(&base_name(c))) {
+        let outcome = clean.run_case(case);
+        assert_eq!(outcome.verdict, Verdict::Pass, "{}: {:#?}", case.name, outcome.log);
+        match stale.run_case(case).verdict {
+            Verdict::Fail(f) => assert!(f.expected.contains("all ones"), "{}: {f}", case.name),
+            other => panic!("{} with stale data should fail, got {other:?}", case.name),
+        }
+        judged += 1;
+    }
+    assert_eq!(judged, 8);
+}
