@@ -97,6 +97,12 @@ pub trait Device {
         Ok(())
     }
 
+    /// What the target printed about itself since the last call (QEMU's stderr), added
+    /// to the log of a case that failed or errored. The default has nothing to say.
+    fn take_diagnostics(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The controller's BAR0 registers, on targets where nvtest's own driver owns the
     /// controller; `None` on kernel targets.
     fn registers(&mut self) -> Option<&mut dyn Registers> {

@@ -79,6 +79,11 @@ impl Session {
             }
         }
         let mut log = ctx.log;
+        if !matches!(verdict, Verdict::Pass | Verdict::Skipped(_)) {
+            log.extend(self.device.take_diagnostics().into_iter().map(|line| format!("target: {line}")));
+        } else {
+            self.device.take_diagnostics();
+        }
         if let Verdict::Error(_) = verdict {
             // The case may have left the controller mid-command: start the next one clean.
             match self.device.recover() {
