@@ -15,4 +15,5 @@ pub mod run;
 pub mod steps;
 pub mod suite;
 pub mod target;
+pub mod topology;
 pub mod verdict;

@@ -1,13 +1,20 @@
 //! Targets: what the TARGET argument names and how it is opened.
 //!
 //! `sim` (the default profile, also when TARGET is omitted), `sim:NAME`
-//! (`fixtures/sim/NAME.yaml`, embedded in the binary) and `sim:PATH.yaml`.
+//! (`fixtures/sim/NAME.yaml`, embedded in the binary) and `sim:PATH.yaml`; `qemu` (the
+//! default topology), `qemu:NAME` (`fixtures/qemu/NAME.yaml`, embedded) and
+//! `qemu:PATH.yaml`: QEMU started with that topology, its first controller driven by
+//! nvtest's own host driver.
 
 use std::path::PathBuf;
 
-use nvme::device::Device;
+use nvme::device::{Access, Data, Device, DeviceError, Registers};
 use nvme::driver::{Controller, Options};
+use nvme::spec::{Command, Completion};
+use nvme::transport::qemu::QemuMachine;
 use nvme_sim::Profile;
+
+use crate::topology::{Topology, DEFAULT_TOPOLOGY};
 
 /// A parsed TARGET argument.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,6 +23,10 @@ pub enum TargetSpec {
     SimProfile(String),
     /// The simulated drive with a profile file.
     SimFile(PathBuf),
+    /// QEMU with a shipped topology.
+    QemuTopology(String),
+    /// QEMU with a topology file.
+    QemuFile(PathBuf),
 }
 
 /// The profile used by `sim` and when TARGET is omitted.
@@ -28,16 +39,31 @@ impl TargetSpec {
         if text.is_empty() || text == "sim" {
             return Ok(TargetSpec::SimProfile(DEFAULT_SIM_PROFILE.to_string()));
         }
+        if text == "qemu" {
+            return Ok(TargetSpec::QemuTopology(DEFAULT_TOPOLOGY.to_string()));
+        }
+        let is_file = |rest: &str| rest.ends_with(".yaml") || rest.ends_with(".yml") || rest.contains('/');
+        let is_name =
+            |rest: &str| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
         if let Some(rest) = text.strip_prefix("sim:") {
-            if rest.ends_with(".yaml") || rest.ends_with(".yml") || rest.contains('/') {
+            if is_file(rest) {
                 return Ok(TargetSpec::SimFile(PathBuf::from(rest)));
             }
-            if !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            if is_name(rest) {
                 return Ok(TargetSpec::SimProfile(rest.to_string()));
             }
         }
+        if let Some(rest) = text.strip_prefix("qemu:") {
+            if is_file(rest) {
+                return Ok(TargetSpec::QemuFile(PathBuf::from(rest)));
+            }
+            if is_name(rest) {
+                return Ok(TargetSpec::QemuTopology(rest.to_string()));
+            }
+        }
         Err(format!(
-            "unknown target `{text}`: expected `sim`, `sim:PROFILE` (a name in fixtures/sim) or `sim:PATH.yaml`"
+            "unknown target `{text}`: expected `sim`, `sim:PROFILE` (a name in fixtures/sim), `sim:PATH.yaml`, \
+             `qemu` (topology {DEFAULT_TOPOLOGY}), `qemu:TOPOLOGY` (a name in fixtures/qemu) or `qemu:PATH.yaml`"
         ))
     }
 
@@ -46,6 +72,8 @@ impl TargetSpec {
         match self {
             TargetSpec::SimProfile(name) => format!("sim:{name}"),
             TargetSpec::SimFile(path) => format!("sim:{}", path.display()),
+            TargetSpec::QemuTopology(name) => format!("qemu:{name}"),
+            TargetSpec::QemuFile(path) => format!("qemu:{}", path.display()),
         }
     }
 }
@@ -62,6 +90,14 @@ pub fn open(spec: &TargetSpec) -> Result<Box<dyn Device>, String> {
             let profile = Profile::from_path(path).map_err(|e| e.to_string())?;
             open_sim(profile)
         }
+        TargetSpec::QemuTopology(name) => {
+            let topology = Topology::builtin(name).map_err(|e| e.to_string())?;
+            open_qemu(&topology)
+        }
+        TargetSpec::QemuFile(path) => {
+            let topology = Topology::from_path(path).map_err(|e| e.to_string())?;
+            open_qemu(&topology)
+        }
     }
 }
 
@@ -74,6 +110,90 @@ pub fn open_sim(profile: Profile) -> Result<Box<dyn Device>, String> {
     Ok(Box::new(controller))
 }
 
+/// Starts QEMU with `topology` and brings its first controller up behind nvtest's own
+/// host driver. The device owns the machine: dropping it shuts the controller down,
+/// stops QEMU and removes its files.
+pub fn open_qemu(topology: &Topology) -> Result<Box<dyn Device>, String> {
+    Ok(Box::new(start_qemu(topology)?))
+}
+
+/// [`open_qemu`] with the concrete type, for callers that also need the machine
+/// (QMP, hot-plug, the process and files to check after a run).
+pub fn start_qemu(topology: &Topology) -> Result<QemuDevice, String> {
+    let name = &topology.name;
+    let machine = QemuMachine::start(topology.qemu_config()).map_err(|e| format!("qemu:{name}: {e}"))?;
+    let addresses = topology.controller_addresses(&machine).map_err(|e| format!("qemu:{name}: {e}"))?;
+    let (id, address) =
+        addresses.first().cloned().ok_or_else(|| format!("qemu:{name}: the topology has no controller"))?;
+    if !machine.controllers().contains(&address) {
+        let found: Vec<String> = machine.controllers().iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "qemu:{name}: controller {id} is not at {address}; NVMe functions found: {}",
+            if found.is_empty() { "none".to_string() } else { found.join(", ") }
+        ));
+    }
+    let transport = machine.transport(address).map_err(|e| format!("qemu:{name}: controller {id}: {e}"))?;
+    let controller = Controller::new(Box::new(transport), Options::default())
+        .map_err(|e| format!("qemu:{name}: controller {id} at {address}: bring-up: {e}"))?;
+    Ok(QemuDevice { controller, machine })
+}
+
+/// A controller of a QEMU machine, owning the machine. Fields drop in order: the
+/// controller is shut down while QEMU still runs, then QEMU is stopped.
+pub struct QemuDevice {
+    controller: Controller,
+    machine: QemuMachine,
+}
+
+impl QemuDevice {
+    /// The running machine (QMP, configuration space, hot-plug).
+    pub fn machine(&self) -> &QemuMachine {
+        &self.machine
+    }
+}
+
+impl Device for QemuDevice {
+    fn describe(&self) -> String {
+        self.controller.describe()
+    }
+
+    fn access(&self) -> Access {
+        self.controller.access()
+    }
+
+    fn admin(&mut self, cmd: Command, data: Data<'_>) -> Result<Completion, DeviceError> {
+        self.controller.admin(cmd, data)
+    }
+
+    fn io(&mut self, qid: u16, cmd: Command, data: Data<'_>, metadata: Data<'_>) -> Result<Completion, DeviceError> {
+        self.controller.io(qid, cmd, data, metadata)
+    }
+
+    fn io_queues(&self) -> Vec<u16> {
+        self.controller.io_queues()
+    }
+
+    fn arm_async_events(&mut self, count: u16) -> Result<(), DeviceError> {
+        self.controller.arm_async_events(count)
+    }
+
+    fn take_async_events(&mut self) -> Result<Vec<Completion>, DeviceError> {
+        self.controller.take_async_events()
+    }
+
+    fn namespaces_changed(&mut self) -> Result<(), DeviceError> {
+        self.controller.namespaces_changed()
+    }
+
+    fn command_timeout_ms(&self) -> u64 {
+        self.controller.command_timeout_ms()
+    }
+
+    fn registers(&mut self) -> Option<&mut dyn Registers> {
+        self.controller.registers()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +203,39 @@ mod tests {
         assert_eq!(TargetSpec::parse("sim").unwrap(), TargetSpec::SimProfile(DEFAULT_SIM_PROFILE.into()));
         assert_eq!(TargetSpec::parse("sim:enterprise-1.2a").unwrap(), TargetSpec::SimProfile("enterprise-1.2a".into()));
         assert_eq!(TargetSpec::parse("sim:x/y.yaml").unwrap(), TargetSpec::SimFile("x/y.yaml".into()));
-        assert!(TargetSpec::parse("tcp:1.2.3.4").unwrap_err().contains("expected `sim`"));
+        assert_eq!(TargetSpec::parse("qemu").unwrap(), TargetSpec::QemuTopology(DEFAULT_TOPOLOGY.into()));
+        assert_eq!(TargetSpec::parse("qemu:dual").unwrap(), TargetSpec::QemuTopology("dual".into()));
+        assert_eq!(TargetSpec::parse("qemu:lab/t.yaml").unwrap(), TargetSpec::QemuFile("lab/t.yaml".into()));
+        assert_eq!(TargetSpec::parse("qemu:t.yml").unwrap(), TargetSpec::QemuFile("t.yml".into()));
+        let e = TargetSpec::parse("tcp:1.2.3.4").unwrap_err();
+        assert!(e.contains("expected `sim`") && e.contains("`qemu:TOPOLOGY`") && e.contains("`qemu:PATH.yaml`"), "{e}");
+        assert!(TargetSpec::parse("qemu:").is_err());
+        assert!(TargetSpec::parse("qemu:a b").is_err());
+    }
+
+    #[test]
+    fn targets_describe_themselves_as_written() {
+        for text in ["sim:enterprise-1.4", "qemu:ns32", "qemu:dual", "qemu:x/y.yaml"] {
+            assert_eq!(TargetSpec::parse(text).unwrap().describe(), text);
+        }
+        assert_eq!(TargetSpec::parse("qemu").unwrap().describe(), "qemu:ns32");
+    }
+
+    #[test]
+    fn a_malformed_topology_file_says_where_before_qemu_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lab.yaml");
+        std::fs::write(&path, "name: lab\ncontrollers:\n  - {id: c0, serial: S1, mdts: many}\n").unwrap();
+        let spec = TargetSpec::parse(&format!("qemu:{}", path.display())).unwrap();
+        let e = open(&spec).err().unwrap();
+        assert!(e.starts_with(&format!("{}:3:", path.display())), "{e}");
+    }
+
+    #[test]
+    fn unknown_topologies_and_files_are_errors_not_panics() {
+        let e = open(&TargetSpec::QemuTopology("nope".into())).err().unwrap();
+        assert!(e.contains("unknown QEMU topology `nope`") && e.contains("ns32"), "{e}");
+        let e = open(&TargetSpec::QemuFile("/nonexistent/t.yaml".into())).err().unwrap();
+        assert!(e.contains("/nonexistent/t.yaml: cannot read the topology"), "{e}");
     }
 }

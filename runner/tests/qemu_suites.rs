@@ -1,0 +1,100 @@
+//! The `namespaces` and `trim` suites against QEMU's NVMe controller, through the
+//! library as the binary runs them: `qemu:ns32` and `qemu:dual`.
+//!
+//! Every case that does not pass must be either skipped (with its reason) or listed for
+//! that target in `fixtures/qemu/expected.yaml`, and every listed case must really fail
+//! (with the verdict Fail, not Error): CI stays green and honest. QEMU must be installed;
+//! where it is missing these tests fail with the install hint, never skip.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use nvme::transport::qemu::INSTALL_HINT;
+use nvtest::exec::Session;
+use nvtest::suite::load_file;
+use nvtest::target::TargetSpec;
+use nvtest::topology::{load_expected, ExpectedFinding, ExpectedVerdict};
+use nvtest::verdict::Verdict;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn require_qemu() {
+    let works = std::process::Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(works, "these tests need qemu-system-x86_64 and it does not run here; {INSTALL_HINT}");
+}
+
+/// What each case concluded, by `suite::case`.
+fn run_suites(target: &str) -> BTreeMap<String, Verdict> {
+    require_qemu();
+    let spec = TargetSpec::parse(target).unwrap();
+    let mut session = Session::open(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let mut verdicts = BTreeMap::new();
+    for suite in ["namespaces", "trim"] {
+        let path = repo().join("suites").join(format!("{suite}.yaml"));
+        let loaded = load_file(&path, Some(suite)).unwrap_or_else(|e| panic!("{e}"));
+        for case in &loaded.cases {
+            let name = format!("{}::{}", case.suite, case.name);
+            let outcome = session.run_case(case);
+            match &outcome.verdict {
+                Verdict::Pass => println!("{target} {name}: pass"),
+                v => {
+                    println!("{target} {name}: {v:?}");
+                    for line in &outcome.log {
+                        println!("    {line}");
+                    }
+                }
+            }
+            verdicts.insert(name, outcome.verdict);
+        }
+    }
+    verdicts
+}
+
+fn expected_for(target: &str) -> Vec<ExpectedFinding> {
+    let path = repo().join("fixtures/qemu/expected.yaml");
+    let all = load_expected(&path).unwrap_or_else(|e| panic!("{e}"));
+    all.into_iter().filter(|f| f.applies_to(target)).collect()
+}
+
+/// Every non-pass is a skip or an expected failure; every expected failure fails.
+fn check(target: &str) {
+    let verdicts = run_suites(target);
+    let expected = expected_for(target);
+    let mut problems = Vec::new();
+    for (name, verdict) in &verdicts {
+        let listed = expected.iter().find(|f| &f.case == name);
+        match (verdict, listed) {
+            (Verdict::Pass, None) | (Verdict::Skipped(_), None) => {}
+            (Verdict::Fail(_), Some(f)) if f.verdict == ExpectedVerdict::Fail => {}
+            (Verdict::Error(_), Some(f)) if f.verdict == ExpectedVerdict::Error => {}
+            (Verdict::Pass, Some(f)) => {
+                problems.push(format!("{name}: passes, but expected.yaml lists it ({})", f.reason))
+            }
+            (v, Some(f)) => problems.push(format!("{name}: expected.yaml says {:?}, but {v:?}", f.verdict)),
+            (v, None) => problems.push(format!("{name}: {v:?}, not listed in expected.yaml")),
+        }
+    }
+    for f in &expected {
+        if !verdicts.contains_key(&f.case) {
+            problems.push(format!("{}: listed in expected.yaml but no such case ran", f.case));
+        }
+    }
+    assert!(problems.is_empty(), "{target}:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn suites_on_qemu_ns32() {
+    check("qemu:ns32");
+}
+
+#[test]
+fn suites_on_qemu_dual() {
+    check("qemu:dual");
+}
