@@ -24,6 +24,9 @@ pub struct DeviceIdentity {
 
 /// One open device and everything nvtest remembers about it across cases.
 pub struct Session {
+    /// How to open the device again if it goes away (QEMU died); `None` for devices
+    /// opened elsewhere.
+    spec: Option<TargetSpec>,
     device: Box<dyn Device>,
     facts: Facts,
     identity: DeviceIdentity,
@@ -34,7 +37,9 @@ impl Session {
     /// Opens the target and reads its identity. Errors are one line, for the console.
     pub fn open(target: &TargetSpec) -> Result<Session, String> {
         let device = crate::target::open(target)?;
-        Session::with_device(target.describe(), device)
+        let mut session = Session::with_device(target.describe(), device)?;
+        session.spec = Some(target.clone());
+        Ok(session)
     }
 
     /// A session on a device opened elsewhere (tests build their own simulated drives).
@@ -47,7 +52,7 @@ impl Session {
             firmware: facts.identify.firmware().to_string(),
             version: facts.version.to_string(),
         };
-        Ok(Session { device, facts, identity, cases_run: 0 })
+        Ok(Session { spec: None, device, facts, identity, cases_run: 0 })
     }
 
     pub fn identity(&self) -> &DeviceIdentity {
@@ -88,10 +93,35 @@ impl Session {
             // The case may have left the controller mid-command: start the next one clean.
             match self.device.recover() {
                 Ok(()) => log.push("controller reset after the error".into()),
-                Err(e) => log.push(format!("controller reset after the error failed: {e}")),
+                Err(e) => {
+                    log.push(format!("controller reset after the error failed: {e}"));
+                    log.push(self.reopen());
+                }
             }
         }
         CaseOutcome { verdict, log, duration: start.elapsed() }
+    }
+}
+
+impl Session {
+    /// Opens the target again after it went away (QEMU died under a case), so one lost
+    /// device does not turn every later case into an error. Says what happened.
+    fn reopen(&mut self) -> String {
+        let Some(spec) = self.spec.clone() else {
+            return "the device cannot be reopened: it was not opened from a target".into();
+        };
+        let reopened = crate::target::open(&spec).and_then(|mut device| {
+            let facts = Facts::read(device.as_mut())?;
+            Ok((device, facts))
+        });
+        match reopened {
+            Ok((device, facts)) => {
+                self.device = device;
+                self.facts = facts;
+                format!("{}: reopened for the next case", spec.describe())
+            }
+            Err(e) => format!("{}: reopening failed: {e}", spec.describe()),
+        }
     }
 }
 

@@ -135,7 +135,7 @@ pub fn start_qemu(topology: &Topology) -> Result<QemuDevice, String> {
     let transport = machine.transport(address).map_err(|e| format!("qemu:{name}: controller {id}: {e}"))?;
     let controller = Controller::new(Box::new(transport), Options::default())
         .map_err(|e| format!("qemu:{name}: controller {id} at {address}: bring-up: {e}"))?;
-    Ok(QemuDevice { controller, machine })
+    Ok(QemuDevice { controller, machine, stderr_seen: 0 })
 }
 
 /// A controller of a QEMU machine, owning the machine. Fields drop in order: the
@@ -143,6 +143,8 @@ pub fn start_qemu(topology: &Topology) -> Result<QemuDevice, String> {
 pub struct QemuDevice {
     controller: Controller,
     machine: QemuMachine,
+    /// Bytes of QEMU's stderr already handed out by `take_diagnostics`.
+    stderr_seen: u64,
 }
 
 impl QemuDevice {
@@ -191,6 +193,23 @@ impl Device for QemuDevice {
 
     fn registers(&mut self) -> Option<&mut dyn Registers> {
         self.controller.registers()
+    }
+
+    fn recover(&mut self) -> Result<(), DeviceError> {
+        self.controller.recover()
+    }
+
+    /// What QEMU wrote to its stderr since the last call (warnings, assertion failures).
+    fn take_diagnostics(&mut self) -> Vec<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let Some(dir) = self.machine.temp_dir() else { return Vec::new() };
+        let Ok(mut file) = std::fs::File::open(dir.join("stderr")) else { return Vec::new() };
+        let mut text = String::new();
+        if file.seek(SeekFrom::Start(self.stderr_seen)).is_err() || file.read_to_string(&mut text).is_err() {
+            return Vec::new();
+        }
+        self.stderr_seen += text.len() as u64;
+        text.lines().filter(|l| !l.trim().is_empty()).map(|l| format!("QEMU: {l}")).collect()
     }
 }
 

@@ -467,13 +467,14 @@ fn error_log_records_failed_commands_newest_first() {
     assert_status(host.admin(&mut sub, &bad), Status::INVALID_COMMAND_OPCODE);
     let mut read = nvm::read(9, 0, 0);
     read.cid = 0x43;
-    assert_status(host.io(&mut sub, &read), Status::INVALID_NAMESPACE_OR_FORMAT);
+    // NSID 9 is valid but inactive: Invalid Field in Command on 1.4 (§6.1.5).
+    assert_status(host.io(&mut sub, &read), Status::INVALID_FIELD);
     let (done, bytes) = host.log_page(&mut sub, LogPageId::ErrorInformation as u8, 0, 128, false);
     assert_status(done, Status::SUCCESS);
     let newest = ErrorInformationEntry::read_from_bytes(&bytes[..64]).unwrap();
     let older = ErrorInformationEntry::read_from_bytes(&bytes[64..]).unwrap();
     assert_eq!((newest.error_count, newest.cid, newest.nsid), (2, 0x43, 9));
-    assert!(newest.status().same_code(&Status::INVALID_NAMESPACE_OR_FORMAT));
+    assert!(newest.status().same_code(&Status::INVALID_FIELD));
     assert_eq!((older.error_count, older.cid), (1, 0x42));
     let (_, smart) = host.log_page(&mut sub, LogPageId::SmartHealth as u8, 0xFFFF_FFFF, 512, false);
     // The SMART log counts the same two errors (the log reads themselves succeeded).

@@ -125,9 +125,18 @@ fn extended_lbas_interleave_metadata_with_data() {
 #[test]
 fn io_to_namespaces_that_are_not_active_is_refused() {
     let (mut sub, mut host) = drive();
-    for nsid in [0, 5, 6, 32, 33, 0xFFFF_FFFF] {
-        assert_status(host.read(&mut sub, nsid, 0, 0, 512).0, Status::INVALID_NAMESPACE_OR_FORMAT);
-        assert_status(host.write(&mut sub, nsid, 0, 0, &[1; 512]), Status::INVALID_NAMESPACE_OR_FORMAT);
+    // NVMe 1.4 §6.1.5: an inactive NSID (valid, not attached) gets Invalid Field in
+    // Command; an invalid one (0, above NN, FFFFFFFFh for Read/Write) Invalid Namespace or Format.
+    for (nsid, status) in [
+        (0, Status::INVALID_NAMESPACE_OR_FORMAT),
+        (5, Status::INVALID_FIELD),
+        (6, Status::INVALID_FIELD),
+        (32, Status::INVALID_FIELD),
+        (33, Status::INVALID_NAMESPACE_OR_FORMAT),
+        (0xFFFF_FFFF, Status::INVALID_NAMESPACE_OR_FORMAT),
+    ] {
+        assert_status(host.read(&mut sub, nsid, 0, 0, 512).0, status);
+        assert_status(host.write(&mut sub, nsid, 0, 0, &[1; 512]), status);
     }
     // Nothing reached the detached namespace 5.
     assert_eq!(sub.namespace(5).unwrap().nuse(), 0);
@@ -164,8 +173,12 @@ fn flush_takes_an_active_nsid_or_all() {
     let (mut sub, mut host) = drive();
     assert_status(host.io(&mut sub, &nvm::flush(1)), Status::SUCCESS);
     assert_status(host.io(&mut sub, &nvm::flush(0xFFFF_FFFF)), Status::SUCCESS);
-    for nsid in [0, 5, 33] {
-        assert_status(host.io(&mut sub, &nvm::flush(nsid)), Status::INVALID_NAMESPACE_OR_FORMAT);
+    for (nsid, status) in [
+        (0, Status::INVALID_NAMESPACE_OR_FORMAT),
+        (5, Status::INVALID_FIELD),
+        (33, Status::INVALID_NAMESPACE_OR_FORMAT),
+    ] {
+        assert_status(host.io(&mut sub, &nvm::flush(nsid)), status);
     }
     // On 1.2, FFFFFFFFh is not a namespace for Flush (VWC bits 2:1 are 00b).
     let mut sub12 = Subsystem::new(profile("enterprise-1.2a")).unwrap();
@@ -187,7 +200,7 @@ fn compare_reports_the_first_difference() {
     host.put(&[0; 512]);
     assert_status(host.io(&mut sub, &nvm::compare(1, 1000, 0)), Status::SUCCESS);
     assert_status(host.io(&mut sub, &nvm::compare(1, 8192, 0)), Status::LBA_OUT_OF_RANGE);
-    assert_status(host.io(&mut sub, &nvm::compare(5, 0, 0)), Status::INVALID_NAMESPACE_OR_FORMAT);
+    assert_status(host.io(&mut sub, &nvm::compare(5, 0, 0)), Status::INVALID_FIELD);
 }
 
 #[test]
@@ -234,7 +247,7 @@ fn write_zeroes_zeroes_and_deac_deallocates() {
     // Write Zeroes moves no data: MDTS does not limit it.
     assert_status(host.io(&mut sub, &nvm::write_zeroes(1, 0, 8191, false)), Status::SUCCESS);
     assert_status(host.io(&mut sub, &nvm::write_zeroes(1, 8191, 1, false)), Status::LBA_OUT_OF_RANGE);
-    assert_status(host.io(&mut sub, &nvm::write_zeroes(5, 0, 0, false)), Status::INVALID_NAMESPACE_OR_FORMAT);
+    assert_status(host.io(&mut sub, &nvm::write_zeroes(5, 0, 0, false)), Status::INVALID_FIELD);
 }
 
 #[test]
@@ -272,7 +285,7 @@ fn dataset_management_with_a_bad_range_deallocates_nothing() {
     assert_status(dsm(&mut host, &mut sub, 1, &ranges), Status::LBA_OUT_OF_RANGE);
     assert_eq!(sub.namespace(1).unwrap().nuse(), 16);
     assert!(host.read(&mut sub, 1, 0, 3, 4 * 512).1.iter().all(|b| *b == 0x22));
-    assert_status(dsm(&mut host, &mut sub, 5, &ranges[..1]), Status::INVALID_NAMESPACE_OR_FORMAT);
+    assert_status(dsm(&mut host, &mut sub, 5, &ranges[..1]), Status::INVALID_FIELD);
 }
 
 #[test]

@@ -4,7 +4,9 @@
 
 use nvme::device::{Access, Data, Device};
 use nvme::spec::identify::{identify, Cns, IdentifyController, IdentifyNamespace, LbaFormat, NamespaceList};
+use nvme::spec::log::{get_log_page, CommandsSupportedAndEffects, LogPageId};
 use nvme::spec::registers::{offset, Cap};
+use nvme::spec::AdminOpcode;
 use nvme::spec::Version;
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -28,6 +30,8 @@ pub struct Facts {
     pub formats: Vec<LbaFormat>,
     /// Active namespaces when the session opened, with their LBA data sizes.
     pub active_namespaces: Vec<(u32, u64)>,
+    /// The Commands Supported and Effects log (05h), when LPA bit 1 says it exists.
+    pub effects: Option<CommandsSupportedAndEffects>,
 }
 
 impl Facts {
@@ -62,7 +66,11 @@ impl Facts {
             identify: ctrl,
             formats: Vec::new(),
             active_namespaces: Vec::new(),
+            effects: None,
         };
+        if facts.identify.lpa.commands_supported_and_effects() {
+            facts.effects = read_effects(device)?;
+        }
         facts.active_namespaces = read_active(device, nn)?;
         facts.formats = if facts.namespace_management() {
             let mut ns = IdentifyNamespace::new_zeroed();
@@ -97,6 +105,15 @@ impl Facts {
 
     pub fn namespace_management(&self) -> bool {
         self.identify.oacs.namespace_management()
+    }
+
+    /// Whether namespaces can be created and deleted: OACS bit 3, and, where the
+    /// controller has a Commands Supported and Effects log, CSUPP set for opcode 0Dh
+    /// (a controller may advertise OACS bit 3 for Namespace Attachment alone in
+    /// practice; the case that checks creation still sends the command).
+    pub fn can_create_namespaces(&self) -> bool {
+        self.namespace_management()
+            && self.effects.as_ref().is_none_or(|e| e.admin(AdminOpcode::NamespaceManagement as u8).csupp())
     }
 
     /// A format with this LBA data size, preferring one without metadata.
@@ -159,6 +176,16 @@ impl Facts {
             }
         }
     }
+}
+
+fn read_effects(device: &mut dyn Device) -> Result<Option<CommandsSupportedAndEffects>, String> {
+    let mut log = CommandsSupportedAndEffects::new_zeroed();
+    let cmd = get_log_page(LogPageId::CommandsSupportedAndEffects, 0, 4096, 0, false).map_err(|e| e.to_string())?;
+    let c = device
+        .admin(cmd, Data::FromDevice(log.as_mut_bytes()))
+        .map_err(|e| format!("Get Log Page 05h (Commands Supported and Effects): {e}"))?;
+    // A failed read leaves the question to OACS; the log's own rules are not checked here.
+    Ok(c.status().is_success().then_some(log))
 }
 
 fn read_active(device: &mut dyn Device, nn: u32) -> Result<Vec<(u32, u64)>, String> {

@@ -179,7 +179,9 @@ fn describe_expected(wanted: &[Status]) -> String {
 /// Runs one step.
 pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
     match step {
-        Step::UseNamespaces { count, lbads, blocks } => namespaces::use_namespaces(ctx, count, lbads, blocks),
+        Step::UseNamespaces { count, lbads, blocks, create } => {
+            namespaces::use_namespaces(ctx, count, lbads, blocks, *create)
+        }
         Step::DeleteAllNamespaces {} => namespaces::delete_all(ctx),
         Step::CreateNamespace { lbads, lbaf, blocks, expect } => {
             namespaces::create(ctx, lbads.as_ref(), lbaf.as_ref(), blocks, expect.as_ref())

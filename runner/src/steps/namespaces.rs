@@ -36,6 +36,7 @@ pub fn use_namespaces(
     count: &Param<u32>,
     lbads: &[Param<u32>],
     blocks: &Param<u64>,
+    create: bool,
 ) -> StepResult {
     let count = param(count)? as usize;
     let sizes = lbads.iter().map(param).collect::<StepResult<Vec<u32>>>()?;
@@ -45,7 +46,7 @@ pub fn use_namespaces(
     let blocks = param(blocks)?;
     ctx.set.clear();
     ctx.map.reset_all();
-    if ctx.facts.namespace_management() {
+    if create || ctx.facts.can_create_namespaces() {
         delete_all(ctx)?;
         for i in 0..count {
             let size = sizes[i % sizes.len()] as u64;
@@ -63,7 +64,11 @@ pub fn use_namespaces(
         }
         return Ok(());
     }
-    // Without Namespace Management: take existing active namespaces of the sizes asked for.
+    // Without namespace creation: take existing active namespaces of the sizes asked
+    // for, after re-attaching any an earlier case detached.
+    if ctx.facts.namespace_management() {
+        reattach_detached(ctx)?;
+    }
     let active = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?;
     let mut candidates = Vec::new();
     for nsid in active {
@@ -74,8 +79,13 @@ pub fn use_namespaces(
         let size = sizes[i % sizes.len()] as u64;
         let Some(pos) = candidates.iter().position(|&(_, s)| s == size) else {
             return Err(StepError::Skip(format!(
-                "no Namespace Management (OACS bit 3) and too few active namespaces with {size}-byte LBAs \
-                 (the case needs {count} namespaces of sizes {sizes:?})"
+                "namespaces cannot be created here ({}) and too few active namespaces have {size}-byte LBAs \
+                 (the case needs {count} namespaces of sizes {sizes:?})",
+                if ctx.facts.namespace_management() {
+                    "OACS bit 3 is set, but the Commands Supported and Effects log does not support opcode 0Dh"
+                } else {
+                    "OACS bit 3 (Namespace Management) is 0"
+                }
             )));
         };
         let (nsid, _) = candidates.remove(pos);
@@ -90,6 +100,26 @@ pub fn use_namespaces(
         });
         let i = ctx.set.len() - 1;
         refresh(ctx, i)?;
+    }
+    Ok(())
+}
+
+/// Attaches to this controller every namespace that was active when the session
+/// opened and is not now (an earlier case detached it), so each case starts from the
+/// drive's provisioned set.
+fn reattach_detached(ctx: &mut CaseContext<'_>) -> StepResult {
+    let active = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?;
+    let missing: Vec<u32> =
+        ctx.facts.active_namespaces.iter().map(|&(id, _)| id).filter(|id| !active.contains(id)).collect();
+    let mut changed = false;
+    for nsid in missing {
+        let what = format!("Namespace Attachment attach NSID {nsid} (detached by an earlier case)");
+        let c = send_attachment(ctx, &what, nsid, true)?;
+        setup_success(ctx, &what, &c)?;
+        changed = true;
+    }
+    if changed {
+        ctx.device.namespaces_changed()?;
     }
     Ok(())
 }

@@ -153,7 +153,8 @@ mod tests {
                 Step::UseNamespaces {
                     count: Param::Value(1),
                     lbads: vec![Param::Value(4096)],
-                    blocks: Param::Value(65536)
+                    blocks: Param::Value(65536),
+                    create: false,
                 },
                 Step::WriteZeroes {
                     ns: NsRef::Index(Param::Value(1)),

@@ -267,14 +267,19 @@ pub enum CheckName {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Step {
-    /// Sets up the case's namespace set: on a controller with Namespace Management,
-    /// deletes every namespace and creates `count` namespaces of `blocks` blocks, their
-    /// LBA data sizes taken in turn from `lbads`, attached to this controller; otherwise
-    /// picks `count` existing active namespaces (skipping the case when there are too few).
+    /// Sets up the case's namespace set: on a controller that can create namespaces
+    /// (OACS bit 3, and 0Dh supported in the Commands Supported and Effects log when the
+    /// controller has that log), deletes every namespace and creates `count` namespaces
+    /// of `blocks` blocks, their LBA data sizes taken in turn from `lbads`, attached to
+    /// this controller; otherwise re-attaches detached namespaces and picks `count`
+    /// existing active ones (skipping the case when there are too few). `create: true`
+    /// always takes the creating path (the case is about creation).
     UseNamespaces {
         count: Param<u32>,
         lbads: Vec<Param<u32>>,
         blocks: Param<u64>,
+        #[serde(default)]
+        create: bool,
     },
     /// Deletes every namespace (Namespace Management, NSID FFFFFFFFh or one by one).
     DeleteAllNamespaces {},

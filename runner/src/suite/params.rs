@@ -208,7 +208,7 @@ fn ns_name(name: &NsName) -> &'static str {
 pub fn step_parts(step: &mut Step) -> StepParts<'_> {
     let mut parts = StepParts::default();
     match step {
-        Step::UseNamespaces { count, lbads, blocks } => {
+        Step::UseNamespaces { count, lbads, blocks, create: _ } => {
             parts.param(at("count"), Slot::U32(count));
             for (i, size) in lbads.iter_mut().enumerate() {
                 parts.data_size(vec![key("lbads"), Seg::Index(i)], Slot::U32(size));

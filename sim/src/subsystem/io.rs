@@ -61,6 +61,13 @@ impl Subsystem {
                 None => Target::Nothing,
             });
         }
+        // NVMe 1.4 §6.1.5 (NSID and Namespace Usage): an inactive NSID (valid, not
+        // attached) gets Invalid Field in Command; an invalid one (0, above NN, or
+        // FFFFFFFFh where the command takes no broadcast) Invalid Namespace or Format.
+        // Earlier revisions answer Invalid Namespace or Format for both.
+        if self.is_valid_nsid(nsid) && self.version() >= Version::V1_4 {
+            return Err(Status::INVALID_FIELD);
+        }
         Err(Status::INVALID_NAMESPACE_OR_FORMAT)
     }
 

@@ -462,12 +462,14 @@ fn prepare(
         let image = dir.join(format!("{}.img", disk.node_name));
         create_sparse(&image, disk.size_bytes)?;
         let node = &disk.node_name;
+        // discard=unmap on both nodes: a deallocate (Dataset Management AD, Write Zeroes
+        // DEAC) then really punches the blocks out of the image, as a drive's would.
         cmd.arg("-blockdev").arg(format!(
-            "driver=file,node-name={node}-file,filename={},aio={}",
+            "driver=file,node-name={node}-file,filename={},aio={},discard=unmap",
             qemu_path(&image)?,
             config.disk_aio.option()
         ));
-        cmd.arg("-blockdev").arg(format!("driver=raw,node-name={node},file={node}-file"));
+        cmd.arg("-blockdev").arg(format!("driver=raw,node-name={node},file={node}-file,discard=unmap"));
     }
     cmd.args(&config.extra_args);
     let stderr = File::create(dir.join("stderr")).map_err(|e| other("cannot create QEMU's stderr file", e))?;
