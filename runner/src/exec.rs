@@ -8,7 +8,8 @@ use nvme::device::Device;
 use crate::steps::{self, CaseContext, Facts, StepError};
 use crate::suite::ExpandedCase;
 use crate::target::TargetSpec;
-use crate::verdict::{CaseOutcome, Rule, Verdict};
+use crate::topology::{ExpectedFinding, ExpectedVerdict};
+use crate::verdict::{CaseOutcome, Failure, Rule, Verdict};
 
 /// Who the device under test is: printed on every report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -31,6 +32,8 @@ pub struct Session {
     facts: Facts,
     identity: DeviceIdentity,
     cases_run: u64,
+    /// Known deviations of this target (`--expect`), keyed by `suite::case`.
+    expected: Vec<ExpectedFinding>,
 }
 
 impl Session {
@@ -52,7 +55,7 @@ impl Session {
             firmware: facts.identify.firmware().to_string(),
             version: facts.version.to_string(),
         };
-        Ok(Session { spec: None, device, facts, identity, cases_run: 0 })
+        Ok(Session { spec: None, device, facts, identity, cases_run: 0, expected: Vec::new() })
     }
 
     pub fn identity(&self) -> &DeviceIdentity {
@@ -61,6 +64,35 @@ impl Session {
 
     pub fn facts(&self) -> &Facts {
         &self.facts
+    }
+
+    /// Known deviations of this target (`--expect FILE`): a listed case that fails as
+    /// listed is an expected failure; one that passes is an unexpected pass (a failure of
+    /// the run, so the list stays honest). Findings for other targets are ignored.
+    pub fn expect_findings(&mut self, findings: Vec<ExpectedFinding>) {
+        self.expected = findings.into_iter().filter(|f| f.applies_to(&self.identity.target)).collect();
+    }
+
+    fn apply_expected(&self, case: &ExpandedCase, verdict: Verdict) -> Verdict {
+        let key = format!("{}::{}", case.suite, case.name);
+        let Some(finding) = self.expected.iter().find(|f| f.case == key) else {
+            return verdict;
+        };
+        let reason = finding.reason.clone();
+        match (verdict, finding.verdict) {
+            (Verdict::Fail(failure), ExpectedVerdict::Fail) => Verdict::ExpectedFailure { failure, reason },
+            (Verdict::Error(message), ExpectedVerdict::Error) => Verdict::ExpectedFailure {
+                failure: Failure {
+                    rule: parse_rule(&finding.rule),
+                    sent: String::new(),
+                    observed: message,
+                    expected: "an answer from the controller".into(),
+                },
+                reason,
+            },
+            (Verdict::Pass, _) => Verdict::UnexpectedPass { reason },
+            (other, _) => other,
+        }
     }
 
     /// Runs one expanded case: requirements, then its steps; never panics on device answers.
@@ -99,6 +131,7 @@ impl Session {
                 }
             }
         }
+        let verdict = self.apply_expected(case, verdict);
         CaseOutcome { verdict, log, duration: start.elapsed() }
     }
 }
