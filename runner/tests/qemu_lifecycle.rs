@@ -1,0 +1,125 @@
+//! Nothing left behind by the `nvtest` binary on a QEMU target: after a normal run, a
+//! run interrupted with SIGINT, and a run whose QEMU is killed mid-suite, no QEMU process
+//! of that run, no temporary directory and no /dev/shm file remain.
+//!
+//! Each run gets its own TMPDIR and a marker in its environment, which QEMU inherits, so
+//! the run's own QEMU processes are found however they were re-parented. The three
+//! scenarios run in one test, one after the other, so no other QEMU of this file is alive.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn require_qemu() {
+    let found = Command::new("qemu-system-x86_64").arg("--version").stdout(Stdio::null()).status();
+    assert!(matches!(found, Ok(s) if s.success()), "{}", nvme::transport::qemu::INSTALL_HINT);
+}
+
+/// PIDs of processes whose environment holds `marker`.
+fn marked_processes(marker: &str) -> Vec<u32> {
+    let needle = format!("NVTEST_LIFECYCLE_MARK={marker}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(env) = std::fs::read(entry.path().join("environ")) {
+            if env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+fn shm_files() -> BTreeSet<PathBuf> {
+    std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("nvtest-")))
+        .collect()
+}
+
+struct Run {
+    child: Child,
+    marker: String,
+    tmp: tempfile::TempDir,
+}
+
+fn start(args: &[&str], label: &str) -> Run {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = format!("{label}-{}", std::process::id());
+    let child = Command::new(env!("CARGO_BIN_EXE_nvtest"))
+        .args(args)
+        .env("TMPDIR", tmp.path())
+        .env("NVTEST_LIFECYCLE_MARK", &marker)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Run { child, marker, tmp }
+}
+
+/// Waits until a QEMU of this run is up (a marked process other than nvtest itself).
+fn wait_for_qemu(run: &Run) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(pid) = marked_processes(&run.marker).into_iter().find(|&p| p != run.child.id()) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no QEMU came up for {}", run.marker);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn finish(run: Run, shm_before: &BTreeSet<PathBuf>) -> (Option<i32>, String) {
+    let output = run.child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    // QEMU is reaped before nvtest exits; give the kernel a moment to drop a zombie's environ.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !marked_processes(&run.marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(marked_processes(&run.marker), Vec::<u32>::new(), "QEMU left running after {}:\n{text}", run.marker);
+    assert_empty(run.tmp.path(), &text);
+    let leaked: Vec<_> = shm_files().difference(shm_before).cloned().collect();
+    assert!(leaked.is_empty(), "/dev/shm files left by {}: {leaked:?}\n{text}", run.marker);
+    (output.status.code(), text)
+}
+
+fn assert_empty(dir: &Path, text: &str) {
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}\n{text}");
+}
+
+#[test]
+fn nothing_is_left_behind_after_normal_interrupted_and_killed_runs() {
+    require_qemu();
+    let shm_before = shm_files();
+
+    // A normal run.
+    let run = start(&["--suite", "namespaces", "--filter", "identify-controller", "qemu:ns32"], "normal");
+    let (code, text) = finish(run, &shm_before);
+    assert_eq!(code, Some(0), "{text}");
+
+    // Interrupted with SIGINT once QEMU is up: exits 130.
+    let run = start(&["--suite", "namespaces", "--suite", "trim", "qemu:ns32"], "sigint");
+    wait_for_qemu(&run);
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) }, 0);
+    let (code, text) = finish(run, &shm_before);
+    assert_eq!(code, Some(130), "{text}");
+
+    // QEMU killed under a running suite: the case in flight errors with QEMU's fate,
+    // nvtest opens the target again for the next case, and the run ends (exit 1).
+    let run = start(&["--suite", "trim", "qemu:ns32"], "killed");
+    let qemu = wait_for_qemu(&run);
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill(2) on the QEMU this run started.
+    assert_eq!(unsafe { libc::kill(qemu as i32, libc::SIGKILL) }, 0);
+    let (code, text) = finish(run, &shm_before);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("killed by signal 9"), "the error should say QEMU was killed:\n{text}");
+}
