@@ -55,7 +55,12 @@ pub struct RunArgs {
     /// With --filter: the name must equal TEXT.
     #[arg(long, requires = "filter")]
     pub exact: bool,
-    /// The device: `sim` (default), `sim:PROFILE` or `sim:PATH.yaml`.
+    /// Known deviations of the target (e.g. fixtures/qemu/expected.yaml): a listed case that
+    /// fails as listed is an expected failure; a listed case that passes fails the run.
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
+    /// The device: `sim` (default), `sim:PROFILE`, `sim:PATH.yaml`, `qemu` (topology ns32),
+    /// `qemu:TOPOLOGY` or `qemu:PATH.yaml`.
     #[arg(value_name = "TARGET", value_parser = TargetSpec::parse)]
     pub target: Option<TargetSpec>,
 }
@@ -119,6 +124,7 @@ fn run_suites(args: RunArgs) -> i32 {
         list: args.list,
         junit: args.junit,
         console_file: None,
+        expect: args.expect,
     };
     match run::run(&suites, &options) {
         Ok(summary) if summary.has_failed() => EXIT_FAILED,

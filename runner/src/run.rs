@@ -41,6 +41,8 @@ pub struct RunOptions {
     /// Where libtest-mimic's case lines go instead of stdout (nvtest's own tests use this
     /// so that an inner "test result: FAILED" line never mixes with cargo test's).
     pub console_file: Option<PathBuf>,
+    /// The target's expected findings (`--expect`).
+    pub expect: Option<PathBuf>,
 }
 
 /// What executes cases on one device: [`Session`], or a stand-in in tests.
@@ -130,7 +132,16 @@ pub fn list(suites: &[LoadedSuite], options: &RunOptions) -> std::io::Result<()>
 /// Opens the target and runs the suites on it.
 pub fn run(suites: &[LoadedSuite], options: &RunOptions) -> Result<RunSummary, RunError> {
     let target = options.target.clone();
-    run_with(suites, options, move || Session::open(&target))
+    // The findings file is read before the device is opened: a bad file sends nothing.
+    let findings = match &options.expect {
+        Some(path) => crate::topology::load_expected(path).map_err(RunError::Target)?,
+        None => Vec::new(),
+    };
+    run_with(suites, options, move || {
+        let mut session = Session::open(&target)?;
+        session.expect_findings(findings);
+        Ok(session)
+    })
 }
 
 /// Runs the suites on the device `open` gives, in a device thread of its own.
@@ -430,6 +441,7 @@ mod tests {
             list: false,
             junit: None,
             console_file: Some(dir.path().join("console.txt")),
+            expect: None,
         }
     }
 
