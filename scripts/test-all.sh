@@ -50,4 +50,9 @@ log "nvtest main job on the simulated drive (both profiles)"
 for profile in enterprise-1.4 enterprise-1.2a; do
   target/release/nvtest --suite namespaces --suite trim --junit "reports/sim-$profile.xml" "sim:$profile"
 done
+log "nvtest on QEMU's NVMe controller (known QEMU deviations in fixtures/qemu/expected.yaml)"
+for topology in ns32 dual; do
+  target/release/nvtest --suite namespaces --suite trim --expect fixtures/qemu/expected.yaml \
+    --junit "reports/qemu-$topology.xml" "qemu:$topology"
+done
 log "all tests passed"
