@@ -15,5 +15,6 @@ compile_error!("nvme's spec structures are laid out for a little-endian host, as
 
 pub mod device;
 pub mod driver;
+pub mod linux;
 pub mod spec;
 pub mod transport;
