@@ -27,6 +27,10 @@ fn clean() -> (Subsystem, TestHost) {
 }
 
 fn build(quirk: Option<Quirk>) -> (Subsystem, TestHost) {
+    (Subsystem::new(profile(quirk)).unwrap(), TestHost::new(1))
+}
+
+fn profile(quirk: Option<Quirk>) -> Profile {
     let mut p = Profile::builtin("enterprise-1.4").unwrap();
     p.capacity_bytes = 64 << 20;
     p.namespaces = vec![
@@ -37,7 +41,7 @@ fn build(quirk: Option<Quirk>) -> (Subsystem, TestHost) {
     if let Some(quirk) = quirk {
         p = p.with_quirk(quirk);
     }
-    (Subsystem::new(p).unwrap(), TestHost::new(1))
+    p
 }
 
 #[track_caller]
@@ -71,7 +75,7 @@ fn changed_list(sub: &mut Subsystem, host: &mut TestHost) -> Vec<u32> {
 #[test]
 fn every_quirk_has_a_test_here() {
     // A quirk added to the enum must get a test in this file: keep the count in step.
-    assert_eq!(Quirk::ALL.len(), 38);
+    assert_eq!(Quirk::ALL.len(), 40);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -79,14 +83,64 @@ fn every_quirk_has_a_test_here() {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn stale_after_deallocate_returns_old_data_although_dlfeat_says_zeroes() {
+fn stale_after_deallocate_takes_no_action_as_the_advisory_attribute_allows() {
     let (mut sub, mut host) = drive(Quirk::StaleAfterDeallocate);
     assert_status(host.write(&mut sub, 1, 0, 0, &[0x77; 512]), Status::SUCCESS);
     assert_status(dsm(&mut host, &mut sub, 1, &[DsmRange::new(0, 1)]), Status::SUCCESS);
     let (_, id) = host.identify_namespace(&mut sub, 1);
     assert_eq!(id.dlfeat.read_behavior(), nvme::spec::identify::DeallocatedRead::Zeroes);
-    assert!(host.read(&mut sub, 1, 0, 0, 512).1.iter().all(|b| *b == 0x77));
-    assert_eq!(sub.namespace(1).unwrap().nuse(), 0, "the block counts as deallocated");
+    assert!(host.read(&mut sub, 1, 0, 0, 512).1.iter().all(|b| *b == 0x77), "the last data written");
+    assert_eq!(sub.namespace(1).unwrap().nuse(), 1, "the block was not deallocated");
+}
+
+/// A drive scaled as `drive`, with DLFEAT reporting ones and `quirk` (if any).
+fn ones_drive(quirk: Option<Quirk>) -> (Subsystem, TestHost) {
+    let mut p = profile(quirk);
+    p.dlfeat = nvme_sim::profile::DlfeatSetting::Ones;
+    (Subsystem::new(p).unwrap(), TestHost::new(1))
+}
+
+#[test]
+fn deallocated_reads_wrong_pattern_reads_ones_where_dlfeat_says_zeroes_and_zeroes_where_ones() {
+    use nvme::spec::identify::DeallocatedRead;
+    // 8 blocks written, 2..6 deallocated; (drive, DLFEAT, the pattern read back).
+    let run = |sub: &mut Subsystem, host: &mut TestHost| {
+        assert_status(host.write(sub, 1, 0, 7, &[0x77; 8 * 512]), Status::SUCCESS);
+        assert_status(dsm(host, sub, 1, &[DsmRange::new(2, 4)]), Status::SUCCESS);
+        let (_, id) = host.identify_namespace(sub, 1);
+        let back = host.read(sub, 1, 0, 7, 8 * 512).1;
+        assert!(back[..2 * 512].iter().chain(&back[6 * 512..]).all(|b| *b == 0x77), "the rest keeps its data");
+        assert_eq!(sub.namespace(1).unwrap().nuse(), 4, "the range counts as deallocated");
+        let fill = back[2 * 512];
+        assert!(back[2 * 512..6 * 512].iter().all(|b| *b == fill));
+        (id.dlfeat.read_behavior(), fill)
+    };
+    let (mut sub, mut host) = clean();
+    assert_eq!(run(&mut sub, &mut host), (DeallocatedRead::Zeroes, 0x00));
+    let (mut sub, mut host) = drive(Quirk::DeallocatedReadsWrongPattern);
+    assert_eq!(run(&mut sub, &mut host), (DeallocatedRead::Zeroes, 0xFF));
+    let (mut sub, mut host) = ones_drive(None);
+    assert_eq!(run(&mut sub, &mut host), (DeallocatedRead::Ones, 0xFF));
+    let (mut sub, mut host) = ones_drive(Some(Quirk::DeallocatedReadsWrongPattern));
+    assert_eq!(run(&mut sub, &mut host), (DeallocatedRead::Ones, 0x00));
+}
+
+#[test]
+fn dsm_later_ranges_corrupted_reads_garbage_after_the_first_range() {
+    let run = |sub: &mut Subsystem, host: &mut TestHost| {
+        assert_status(host.write(sub, 1, 0, 15, &[0x12; 16 * 512]), Status::SUCCESS);
+        let ranges = [DsmRange::new(0, 2), DsmRange::new(8, 2), DsmRange::new(12, 1)];
+        assert_status(dsm(host, sub, 1, &ranges), Status::SUCCESS);
+        assert_eq!(sub.namespace(1).unwrap().nuse(), 11);
+        let back = host.read(sub, 1, 0, 15, 16 * 512).1;
+        assert!(back[..2 * 512].iter().all(|b| *b == 0), "the first range reads as DLFEAT says");
+        assert!(back[2 * 512..8 * 512].iter().all(|b| *b == 0x12), "blocks outside the ranges keep their data");
+        [back[8 * 512], back[10 * 512], back[12 * 512]]
+    };
+    let (mut sub, mut host) = clean();
+    assert_eq!(run(&mut sub, &mut host), [0x00, 0x12, 0x00]);
+    let (mut sub, mut host) = drive(Quirk::DsmLaterRangesCorrupted);
+    assert_eq!(run(&mut sub, &mut host), [0xA5, 0x12, 0xA5], "neither zeroes, ones nor the data written");
 }
 
 #[test]
@@ -272,6 +326,7 @@ fn dsm_range_past_nsze_accepted_deallocates_the_valid_part() {
     assert_eq!(sub.namespace(1).unwrap().nuse(), 2, "8190 and 8191 deallocated");
 }
 
+/// Legal (deallocation is advisory): the other ranges keep the last data written.
 #[test]
 fn dsm_first_range_only_skips_the_other_ranges() {
     let (mut sub, mut host) = drive(Quirk::DsmFirstRangeOnly);

@@ -3,6 +3,14 @@
 //!
 //! The fast path compares without allocating; only the first wrong block of a judged range
 //! is diagnosed (the rest are counted), so a badly broken drive costs no more than a good one.
+//!
+//! A block that was the subject of a Dataset Management deallocate may hold one of two
+//! things: deallocation is advisory (NVMe 1.4 Dataset Management command: "a compliant
+//! controller may choose to take no action"; Attribute – Deallocate: the NVM subsystem
+//! *may* deallocate the ranges), so the block reads as DLFEAT says a deallocated block
+//! reads, or — where the controller kept it — as the last data written there. Either is
+//! accepted; blocks that kept their data are counted ([`Judged::kept`]) so that a case can
+//! say so.
 
 use super::block::{follows_keystream, read_header, BlockSize, BlockTag, HeaderRead, LayoutError, Stamp};
 use super::map::HostMap;
@@ -13,12 +21,41 @@ use super::wide::with_wide_vectors;
 pub enum Expectation {
     /// nvtest wrote the block with this generation and seed: it must match exactly.
     Written { generation: u64, seed: u64 },
-    /// Deallocated (Dataset Management, or Write Zeroes with DEAC): read as DLFEAT says.
-    Deallocated,
-    /// Written by Write Zeroes without deallocation: all zeros.
+    /// The subject of a Dataset Management deallocate: it reads as DLFEAT says, or as
+    /// `previous`, the last data written, if the controller did not deallocate it. When
+    /// what the block held before is not known (`None`), anything is accepted: a
+    /// controller that kept the block returns data nvtest never saw.
+    Deallocated { previous: Option<Previous> },
+    /// Written by Write Zeroes (with or without DEAC): all zeros. Write Zeroes is not
+    /// advisory: the blocks read as zeroes whether or not they were deallocated.
     Zeroes,
     /// Nothing known: any content is accepted.
     Unknown,
+}
+
+/// What a deallocated block held before the deallocate: what it still reads as if the
+/// controller took no action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Previous {
+    /// nvtest's data of this generation and seed.
+    Written { generation: u64, seed: u64 },
+    /// Zeros written by Write Zeroes.
+    Zeroes,
+}
+
+impl Expectation {
+    /// What a block holding `self` must hold after a Dataset Management deallocate: the
+    /// DLFEAT pattern, or what it held (a block deallocated again keeps the data it held
+    /// before the first deallocate: deallocating writes nothing).
+    pub fn deallocated(self) -> Expectation {
+        let previous = match self {
+            Expectation::Written { generation, seed } => Some(Previous::Written { generation, seed }),
+            Expectation::Zeroes => Some(Previous::Zeroes),
+            Expectation::Deallocated { previous } => previous,
+            Expectation::Unknown => None,
+        };
+        Expectation::Deallocated { previous }
+    }
 }
 
 /// What a read of a deallocated block returns: DLFEAT bits 2:0 of Identify Namespace.
@@ -50,6 +87,8 @@ pub enum Found {
     Zeroes,
     /// Every byte 0xFF.
     Ones,
+    /// Every byte this one (neither 0x00 nor 0xFF).
+    Filled(u8),
     /// A complete, valid nvtest block: this tag's.
     Block(BlockTag),
     /// A valid header of a block of another size (its tag names that size): data from
@@ -86,7 +125,9 @@ pub struct Mismatch {
     pub expected: Expectation,
     pub dealloc: DeallocatedRead,
     pub found: Found,
-    /// The first and last byte offset (inclusive) in the block that differ from what is expected.
+    /// The first and last byte offset (inclusive) in the block that differ from what is
+    /// expected (for a deallocated block, from whichever of the DLFEAT pattern and the
+    /// previous data it is nearer).
     pub first_difference: usize,
     pub last_difference: usize,
     /// Wrong blocks in the judged range (this one is the first) and blocks judged.
@@ -105,6 +146,14 @@ pub enum JudgeError {
     Mismatch(Box<Mismatch>),
 }
 
+/// What a range judged without fault showed besides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Judged {
+    /// Deallocated blocks that still held the data written before the deallocate (and not
+    /// the DLFEAT pattern): legal, as deallocation is advisory, and worth a note.
+    pub kept: u64,
+}
+
 /// Judges one block read from `lba` of `nsid` (the block size is the buffer's length).
 pub fn judge_block(
     block: &[u8],
@@ -116,7 +165,7 @@ pub fn judge_block(
     let block_size = BlockSize::of_len(block.len())?;
     let mut tally = Tally::default();
     judge_run(block, nsid, lba, block_size, expected, dealloc, &mut tally);
-    tally.finish(1)
+    tally.finish(1).map(|_| ())
 }
 
 /// Judges `buf`, read from `first_lba` of `nsid` onwards, against what `map` says each
@@ -128,13 +177,13 @@ pub fn judge_range(
     block_size: BlockSize,
     map: &HostMap,
     dealloc: DeallocatedRead,
-) -> Result<(), JudgeError> {
+) -> Result<Judged, JudgeError> {
     let blocks = block_size.blocks_in(buf.len())?;
     if blocks > 0 && first_lba.checked_add(blocks - 1).is_none() {
         return Err(LayoutError::LbaOverflow { first_lba, blocks }.into());
     }
     let Some(namespace) = map.namespace(nsid) else {
-        return Ok(());
+        return Ok(Judged::default());
     };
     let mut tally = Tally::default();
     let mut rest = buf;
@@ -150,11 +199,13 @@ pub fn judge_range(
     tally.finish(blocks)
 }
 
-/// The first wrong block seen (diagnosed) and how many were wrong.
+/// The first wrong block seen (diagnosed), how many were wrong, and how many deallocated
+/// blocks kept their data.
 #[derive(Default)]
 struct Tally {
     first: Option<Mismatch>,
     wrong: u64,
+    kept: u64,
 }
 
 impl Tally {
@@ -165,9 +216,9 @@ impl Tally {
         self.wrong += 1;
     }
 
-    fn finish(self, blocks_judged: u64) -> Result<(), JudgeError> {
+    fn finish(self, blocks_judged: u64) -> Result<Judged, JudgeError> {
         match self.first {
-            None => Ok(()),
+            None => Ok(Judged { kept: self.kept }),
             Some(first) => {
                 Err(JudgeError::Mismatch(Box::new(Mismatch { wrong_blocks: self.wrong, blocks_judged, ..first })))
             }
@@ -175,7 +226,7 @@ impl Tally {
     }
 }
 
-/// The content a block must have, resolved from the map's expectation and DLFEAT.
+/// One content a block may have, resolved from the map's expectation and DLFEAT.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Content {
     Block(BlockTag),
@@ -184,14 +235,75 @@ enum Content {
     Anything,
 }
 
-fn content(nsid: u32, lba: u64, block_size: BlockSize, expected: Expectation, dealloc: DeallocatedRead) -> Content {
-    match (expected, dealloc) {
-        (Expectation::Written { generation, seed }, _) => {
+/// What a block may hold: `must`, or else (a deallocated block the controller may have
+/// kept) `or_else`. Never `Anything` in `or_else`: then `must` is `Anything` too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Allowed {
+    must: Content,
+    or_else: Option<Content>,
+}
+
+/// What a deallocated block reads as, by DLFEAT.
+fn dlfeat_content(dealloc: DeallocatedRead) -> Content {
+    match dealloc {
+        DeallocatedRead::Zeroes => Content::Zeroes,
+        DeallocatedRead::Ones => Content::Ones,
+        DeallocatedRead::NotReported => Content::Anything,
+    }
+}
+
+/// What a deallocated block the controller kept reads as.
+fn previous_content(nsid: u32, lba: u64, block_size: BlockSize, previous: Option<Previous>) -> Content {
+    match previous {
+        Some(Previous::Written { generation, seed }) => {
             Content::Block(BlockTag { nsid, lba, generation, seed, block_size })
         }
-        (Expectation::Zeroes, _) | (Expectation::Deallocated, DeallocatedRead::Zeroes) => Content::Zeroes,
-        (Expectation::Deallocated, DeallocatedRead::Ones) => Content::Ones,
-        (Expectation::Deallocated, DeallocatedRead::NotReported) | (Expectation::Unknown, _) => Content::Anything,
+        Some(Previous::Zeroes) => Content::Zeroes,
+        None => Content::Anything,
+    }
+}
+
+fn allowed(nsid: u32, lba: u64, block_size: BlockSize, expected: Expectation, dealloc: DeallocatedRead) -> Allowed {
+    let must = match expected {
+        Expectation::Written { generation, seed } => {
+            Content::Block(BlockTag { nsid, lba, generation, seed, block_size })
+        }
+        Expectation::Zeroes => Content::Zeroes,
+        Expectation::Unknown => Content::Anything,
+        Expectation::Deallocated { previous } => {
+            let (pattern, kept) = (dlfeat_content(dealloc), previous_content(nsid, lba, block_size, previous));
+            return match (pattern, kept) {
+                (Content::Anything, _) | (_, Content::Anything) => Allowed { must: Content::Anything, or_else: None },
+                (pattern, kept) if pattern == kept => Allowed { must: pattern, or_else: None },
+                (pattern, kept) => Allowed { must: pattern, or_else: Some(kept) },
+            };
+        }
+    };
+    Allowed { must, or_else: None }
+}
+
+/// What every block of a run must be, prepared for the fast comparison.
+enum Want {
+    Block(Stamp),
+    Every(u8),
+}
+
+impl Want {
+    fn of(content: Content) -> Option<Want> {
+        match content {
+            Content::Block(tag) => Some(Want::Block(Stamp::new(&tag))),
+            Content::Zeroes => Some(Want::Every(0x00)),
+            Content::Ones => Some(Want::Every(0xff)),
+            Content::Anything => None,
+        }
+    }
+
+    /// The index of the first block of `run` (consecutive blocks from `first_lba`) that is not this.
+    fn first_wrong(&self, run: &[u8], first_lba: u64, block_bytes: usize) -> Option<usize> {
+        match self {
+            Want::Block(stamp) => stamp.first_wrong(run, first_lba),
+            Want::Every(byte) => first_unfilled(run, block_bytes, *byte),
+        }
     }
 }
 
@@ -207,31 +319,59 @@ fn judge_run(
 ) {
     let diagnose = |block: &[u8], lba: u64| diagnose(block, nsid, lba, block_size, expected, dealloc);
     let block_bytes = block_size.bytes();
-    /// What every block of the run must be.
-    enum Want {
-        Block(Stamp),
-        Every(u8),
-    }
-    let want = match content(nsid, first_lba, block_size, expected, dealloc) {
-        Content::Block(tag) => Want::Block(Stamp::new(&tag)),
-        Content::Zeroes => Want::Every(0x00),
-        Content::Ones => Want::Every(0xff),
-        Content::Anything => return,
+    let allowed = allowed(nsid, first_lba, block_size, expected, dealloc);
+    let Some(want) = Want::of(allowed.must) else {
+        // Anything is accepted; a deallocated block may still be seen to keep its data.
+        if let Expectation::Deallocated { previous: Some(previous @ Previous::Written { .. }) } = expected {
+            tally.kept += count_kept(run, first_lba, block_size, nsid, previous);
+        }
+        return;
     };
-    // The index of the next wrong block in what is left of the run.
-    let next_wrong = |rest: &[u8], lba: u64| match &want {
-        Want::Block(stamp) => stamp.first_wrong(rest, lba),
-        Want::Every(byte) => first_unfilled(rest, block_bytes, *byte),
-    };
+    let or_else = allowed.or_else.and_then(Want::of);
     // The callers checked that the run's LBAs do not pass u64::MAX; wrapping adds cannot panic.
+    let lba_of = |index: usize| first_lba.wrapping_add(index as u64);
     let mut next = 0usize;
     while let Some(rest) = run.get(next * block_bytes..) {
-        let Some(index) = next_wrong(rest, first_lba.wrapping_add(next as u64)) else { break };
+        let Some(index) = want.first_wrong(rest, lba_of(next), block_bytes) else { break };
         let wrong = next + index;
+        if let Some(or_else) = &or_else {
+            // The blocks from `wrong` on that hold the previous data instead are accepted.
+            let from = run.get(wrong * block_bytes..).unwrap_or_default();
+            let kept =
+                or_else.first_wrong(from, lba_of(wrong), block_bytes).unwrap_or(from.len().div_ceil(block_bytes));
+            if kept > 0 {
+                tally.kept += kept as u64;
+                next = wrong + kept;
+                continue;
+            }
+        }
         let block = run.get(wrong * block_bytes..(wrong + 1) * block_bytes).unwrap_or_default();
-        tally.wrong(|| diagnose(block, first_lba.wrapping_add(wrong as u64)));
+        tally.wrong(|| diagnose(block, lba_of(wrong)));
         next = wrong + 1;
     }
+}
+
+/// How many blocks of `run` hold exactly `previous` (nvtest's data): blocks whose content
+/// is not judged (DLFEAT not reported), counted only for the note.
+fn count_kept(run: &[u8], first_lba: u64, block_size: BlockSize, nsid: u32, previous: Previous) -> u64 {
+    let Some(want) = Want::of(previous_content(nsid, first_lba, block_size, Some(previous))) else { return 0 };
+    let block_bytes = block_size.bytes();
+    let mut kept = 0u64;
+    let mut next = 0usize;
+    while let Some(rest) = run.get(next * block_bytes..).filter(|rest| !rest.is_empty()) {
+        let lba = first_lba.wrapping_add(next as u64);
+        match want.first_wrong(rest, lba, block_bytes) {
+            Some(index) => {
+                kept += index as u64;
+                next += index + 1;
+            }
+            None => {
+                kept += rest.len().div_ceil(block_bytes) as u64;
+                break;
+            }
+        }
+    }
+    kept
 }
 
 /// The index of the first block of `run` that is not all `byte`.
@@ -257,6 +397,16 @@ fn all_ones(block: &[u8]) -> bool {
     block.iter().all(|&b| b == 0xff)
 }
 
+/// The bytes of one content (`block` itself for anything: no difference).
+fn content_bytes(content: Content, block: &[u8], lba: u64) -> Vec<u8> {
+    match content {
+        Content::Block(tag) => Stamp::new(&tag).block(lba),
+        Content::Zeroes => vec![0; block.len()],
+        Content::Ones => vec![0xff; block.len()],
+        Content::Anything => block.to_vec(),
+    }
+}
+
 /// Describes a wrong block: what it holds and where it differs from what it must hold.
 fn diagnose(
     block: &[u8],
@@ -266,13 +416,16 @@ fn diagnose(
     expected: Expectation,
     dealloc: DeallocatedRead,
 ) -> Mismatch {
-    let content = content(nsid, lba, block_size, expected, dealloc);
-    let expected_bytes = match content {
-        Content::Block(tag) => Stamp::new(&tag).block(lba),
-        Content::Zeroes => vec![0; block.len()],
-        Content::Ones => vec![0xff; block.len()],
-        Content::Anything => block.to_vec(),
-    };
+    let allowed = allowed(nsid, lba, block_size, expected, dealloc);
+    let differing = |bytes: &Vec<u8>| block.iter().zip(bytes).filter(|(a, b)| a != b).count();
+    let mut expected_bytes = content_bytes(allowed.must, block, lba);
+    if let Some(or_else) = allowed.or_else {
+        // Measured against whichever of the two it is nearer.
+        let kept = content_bytes(or_else, block, lba);
+        if differing(&kept) < differing(&expected_bytes) {
+            expected_bytes = kept;
+        }
+    }
     let differs = |(a, b): (&u8, &u8)| a != b;
     let first_difference = block.iter().zip(&expected_bytes).position(differs).unwrap_or(0);
     let last_difference = block.iter().zip(&expected_bytes).rposition(differs).unwrap_or(0);
@@ -298,6 +451,11 @@ fn classify(block: &[u8], expected: &[u8]) -> Found {
     }
     if all_ones(block) {
         return Found::Ones;
+    }
+    if let Some(&first) = block.first() {
+        if block.iter().all(|&b| b == first) {
+            return Found::Filled(first);
+        }
     }
     match read_header(block) {
         HeaderRead::Valid(tag) => {
@@ -333,11 +491,13 @@ impl std::error::Error for Mismatch {}
 impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let at = format!("LBA {:#x} of nsid {}", self.lba, self.nsid);
-        match content(self.nsid, self.lba, self.block_size, self.expected, self.dealloc) {
-            Content::Block(expected) => self.fmt_against_block(f, &at, &expected)?,
-            Content::Zeroes => self.fmt_against_fill(f, &at, "all zeros")?,
-            Content::Ones => self.fmt_against_fill(f, &at, "all 0xFF bytes")?,
-            Content::Anything => write!(f, "{at} was judged although anything may be read there")?,
+        let allowed = allowed(self.nsid, self.lba, self.block_size, self.expected, self.dealloc);
+        match (self.expected, allowed.must) {
+            (_, Content::Anything) => write!(f, "{at} was judged although anything may be read there")?,
+            (Expectation::Deallocated { previous }, pattern) => self.fmt_after_deallocate(f, &at, pattern, previous)?,
+            (_, Content::Block(expected)) => self.fmt_against_block(f, &at, &expected)?,
+            (_, Content::Zeroes) => self.fmt_against_fill(f, &at, "it must read all zeros after Write Zeroes")?,
+            (_, Content::Ones) => self.fmt_against_fill(f, &at, "it must read all 0xFF bytes")?,
         }
         write!(
             f,
@@ -425,6 +585,9 @@ impl Mismatch {
                 "{at} reads all 0xFF bytes where generation {generation} was written: \
                  the write was lost or the block deallocated"
             ),
+            Found::Filled(byte) => {
+                write!(f, "{at} reads all {byte:#04X} bytes where generation {generation} was written")
+            }
             Found::Torn { header, from, rest } => {
                 let head = if header == *expected { format!("generation {generation}") } else { self.whose(&header) };
                 write!(
@@ -444,11 +607,8 @@ impl Mismatch {
         }
     }
 
-    fn fmt_against_fill(&self, f: &mut std::fmt::Formatter<'_>, at: &str, fill: &str) -> std::fmt::Result {
-        let must = match self.expected {
-            Expectation::Zeroes => format!("it must read {fill} after Write Zeroes"),
-            _ => format!("it must read {fill} once deallocated (DLFEAT)"),
-        };
+    /// Against a fill the block must hold (`must` says which and why).
+    fn fmt_against_fill(&self, f: &mut std::fmt::Formatter<'_>, at: &str, must: &str) -> std::fmt::Result {
         match self.found {
             Found::Block(tag) if tag.nsid == self.nsid && tag.lba == self.lba => {
                 write!(f, "{at} still holds generation {} but {must}: stale data", tag.generation)
@@ -459,6 +619,7 @@ impl Mismatch {
             }
             Found::Zeroes => write!(f, "{at} reads all zeros but {must}"),
             Found::Ones => write!(f, "{at} reads all 0xFF bytes but {must}"),
+            Found::Filled(byte) => write!(f, "{at} reads all {byte:#04X} bytes but {must}"),
             Found::Torn { header, from, rest } => write!(
                 f,
                 "{at} holds {}'s data up to byte {from:#x}, then {}, but {must}",
@@ -468,6 +629,75 @@ impl Mismatch {
             Found::CorruptHeader => write!(f, "{at} holds an nvtest header that fails its checksum but {must}"),
             Found::Unrecognisable => write!(f, "{at} holds unrecognisable data but {must}"),
         }
+    }
+
+    /// A deallocated block that holds neither the DLFEAT `pattern` nor the data written
+    /// before (`previous`): "LBA 0x64 of nsid 1 reads all 0xFF bytes after a deallocate;
+    /// DLFEAT promises zeroes, or else the last data written (generation 3)".
+    fn fmt_after_deallocate(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        at: &str,
+        pattern: Content,
+        previous: Option<Previous>,
+    ) -> std::fmt::Result {
+        let promise = match pattern {
+            Content::Ones => "ones (all 0xFF bytes)",
+            _ => "zeroes",
+        };
+        let kept = match previous {
+            Some(Previous::Written { generation, seed }) => {
+                Some(BlockTag { nsid: self.nsid, lba: self.lba, generation, seed, block_size: self.block_size })
+            }
+            _ => None,
+        };
+        let or_else = match previous {
+            Some(Previous::Written { generation, .. }) => {
+                format!(", or else the last data written (generation {generation})")
+            }
+            Some(Previous::Zeroes) if pattern != Content::Zeroes => {
+                ", or else the last data written (zeros, by Write Zeroes)".to_string()
+            }
+            _ => String::new(),
+        };
+        let (holds, why) = match self.found {
+            Found::Zeroes => ("reads all zeros".to_string(), ""),
+            Found::Ones => ("reads all 0xFF bytes".to_string(), ""),
+            Found::Filled(byte) => (format!("reads all {byte:#04X} bytes"), ""),
+            Found::Block(tag) => {
+                let why = match kept {
+                    _ if tag.nsid != self.nsid => ": data from another namespace",
+                    _ if tag.lba != self.lba => ": a misdirected write or read",
+                    Some(kept) if tag.seed != kept.seed => ": stale data from another run",
+                    Some(kept) if tag.generation < kept.generation => ": stale data from before the last write",
+                    Some(_) => ": a write nvtest did not see complete took effect",
+                    None => "",
+                };
+                let seed = match kept {
+                    Some(kept) if tag.nsid == self.nsid && tag.lba == self.lba && tag.seed != kept.seed => {
+                        format!(" written with seed {:#x}, not {:#x}", tag.seed, kept.seed)
+                    }
+                    _ => String::new(),
+                };
+                (format!("holds {}{seed}", self.whose(&tag)), why)
+            }
+            Found::OtherSize(tag) => {
+                (format!("holds the start of a {} block ({})", tag.block_size, self.whose(&tag)), "")
+            }
+            Found::Torn { header, from, rest } => {
+                let head = self.whose(&header);
+                (
+                    format!(
+                        "holds a torn block ({head}'s data up to byte {from:#x}, then {})",
+                        self.rest(rest, kept.as_ref())
+                    ),
+                    "",
+                )
+            }
+            Found::CorruptHeader => ("holds an nvtest header that fails its checksum".to_string(), ""),
+            Found::Unrecognisable => ("holds unrecognisable data".to_string(), ""),
+        };
+        write!(f, "{at} {holds} after a deallocate; DLFEAT promises {promise}{or_else}{why}")
     }
 }
 
@@ -489,7 +719,7 @@ mod tests {
         block
     }
 
-    fn mismatch(result: Result<(), JudgeError>) -> Mismatch {
+    fn mismatch<T: std::fmt::Debug>(result: Result<T, JudgeError>) -> Mismatch {
         match result {
             Err(JudgeError::Mismatch(mismatch)) => *mismatch,
             other => panic!("expected a mismatch, got {other:?}"),
@@ -597,25 +827,129 @@ mod tests {
     }
 
     #[test]
-    fn deallocated_blocks_read_as_dlfeat_says() {
+    fn deallocated_blocks_read_as_dlfeat_says_or_as_the_data_written_before() {
         let zeros = [0u8; 512];
         let ones = [0xffu8; 512];
         let data = written(2, 0x10, 3, 512);
-        let judge = |block: &[u8], dealloc| judge_block(block, 2, 0x10, Expectation::Deallocated, dealloc);
+        let older = written(2, 0x10, 2, 512);
+        let judge = |block: &[u8], dealloc| judge_block(block, 2, 0x10, WRITTEN.deallocated(), dealloc);
         assert_eq!(judge(&zeros, DeallocatedRead::Zeroes), Ok(()));
         assert_eq!(judge(&ones, DeallocatedRead::Ones), Ok(()));
-        for block in [&zeros[..], &ones[..], &data[..]] {
+        // The controller may take no action: the last data written is still right.
+        assert_eq!(judge(&data, DeallocatedRead::Zeroes), Ok(()));
+        assert_eq!(judge(&data, DeallocatedRead::Ones), Ok(()));
+        for block in [&zeros[..], &ones[..], &data[..], &older[..], &[0x5a; 512][..]] {
             assert_eq!(judge(block, DeallocatedRead::NotReported), Ok(()));
         }
-        let m = mismatch(judge(&data, DeallocatedRead::Zeroes));
+        let m = mismatch(judge(&ones, DeallocatedRead::Zeroes));
+        assert_eq!(
+            m.to_string(),
+            "LBA 0x10 of nsid 2 reads all 0xFF bytes after a deallocate; DLFEAT promises zeroes, or else the last \
+             data written (generation 3) (bytes 0x0..=0x1ff of the 512-byte block differ)"
+        );
+        let m = mismatch(judge(&zeros, DeallocatedRead::Ones));
         assert!(
             m.to_string().starts_with(
-                "LBA 0x10 of nsid 2 still holds generation 3 but it must read all zeros once deallocated (DLFEAT): stale data"
+                "LBA 0x10 of nsid 2 reads all zeros after a deallocate; DLFEAT promises ones (all 0xFF bytes), \
+                 or else the last data written (generation 3) ("
             ),
             "{m}"
         );
-        let m = mismatch(judge(&zeros, DeallocatedRead::Ones));
-        assert!(m.to_string().contains("reads all zeros but it must read all 0xFF bytes"), "{m}");
+        let m = mismatch(judge(&older, DeallocatedRead::Zeroes));
+        assert!(
+            m.to_string().starts_with(
+                "LBA 0x10 of nsid 2 holds generation 2 after a deallocate; DLFEAT promises zeroes, or else the last \
+                 data written (generation 3): stale data from before the last write ("
+            ),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_block_of_one_other_byte_is_named_by_that_byte() {
+        let m = mismatch(judge_block(&[0xa5; 512], 2, 0x10, WRITTEN.deallocated(), DeallocatedRead::Zeroes));
+        assert_eq!(m.found, Found::Filled(0xa5));
+        assert!(
+            m.to_string().starts_with(
+                "LBA 0x10 of nsid 2 reads all 0xA5 bytes after a deallocate; DLFEAT promises zeroes, or else the \
+                 last data written (generation 3) ("
+            ),
+            "{m}"
+        );
+        let m = mismatch(judge_block(&[0x01; 64], 2, 0x10, WRITTEN, DeallocatedRead::Zeroes));
+        assert!(m.to_string().contains("reads all 0x01 bytes where generation 3 was written"), "{m}");
+    }
+
+    #[test]
+    fn a_deallocated_block_torn_from_its_old_data_is_measured_against_that_data() {
+        let mut block = written(2, 0x10, 3, 4096);
+        block[0x300..].fill(0xff);
+        let m = mismatch(judge_block(&block, 2, 0x10, WRITTEN.deallocated(), DeallocatedRead::Zeroes));
+        assert_eq!((m.first_difference, m.last_difference), (0x300, 0xfff));
+        assert_eq!(m.found, Found::Torn { header: tag_of(&block), from: 0x300, rest: Rest::Ones });
+        assert!(
+            m.to_string().contains(
+                "holds a torn block (generation 3's data up to byte 0x300, then 0xFF bytes) after a deallocate; \
+                 DLFEAT promises zeroes, or else the last data written (generation 3) (bytes 0x300..=0xfff"
+            ),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_deallocated_block_whose_old_data_is_unknown_may_read_as_anything() {
+        let unknown = Expectation::Unknown.deallocated();
+        assert_eq!(unknown, Expectation::Deallocated { previous: None });
+        for dealloc in [DeallocatedRead::Zeroes, DeallocatedRead::Ones, DeallocatedRead::NotReported] {
+            assert_eq!(judge_block(&[0x5a; 512], 2, 0x10, unknown, dealloc), Ok(()));
+        }
+    }
+
+    #[test]
+    fn a_deallocated_write_zeroes_block_reads_as_dlfeat_says_or_as_zeros() {
+        let after_zeroes = Expectation::Zeroes.deallocated();
+        assert_eq!(after_zeroes, Expectation::Deallocated { previous: Some(Previous::Zeroes) });
+        let judge = |block: &[u8], dealloc| judge_block(block, 2, 0x10, after_zeroes, dealloc);
+        assert_eq!(judge(&[0; 512], DeallocatedRead::Ones), Ok(()));
+        assert_eq!(judge(&[0xff; 512], DeallocatedRead::Ones), Ok(()));
+        let m = mismatch(judge(&[0xff; 512], DeallocatedRead::Zeroes));
+        assert!(
+            m.to_string()
+                .starts_with("LBA 0x10 of nsid 2 reads all 0xFF bytes after a deallocate; DLFEAT promises zeroes ("),
+            "{m}"
+        );
+        let mut garbage = [0x5a; 512];
+        garbage[7] = 0;
+        let m = mismatch(judge(&garbage, DeallocatedRead::Ones));
+        assert!(
+            m.to_string().contains(
+                "holds unrecognisable data after a deallocate; DLFEAT promises ones (all 0xFF bytes), or else the last \
+                 data written (zeros, by Write Zeroes)"
+            ),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn deallocating_again_keeps_what_the_block_held_before_the_first_deallocate() {
+        assert_eq!(WRITTEN.deallocated().deallocated(), WRITTEN.deallocated());
+        assert_eq!(
+            WRITTEN.deallocated(),
+            Expectation::Deallocated { previous: Some(Previous::Written { generation: 3, seed: 7 }) }
+        );
+    }
+
+    #[test]
+    fn another_block_in_a_deallocated_block_is_named() {
+        let block = written(2, 0x11, 3, 512);
+        let m = mismatch(judge_block(&block, 2, 0x10, WRITTEN.deallocated(), DeallocatedRead::Zeroes));
+        assert!(
+            m.to_string().starts_with(
+                "LBA 0x10 of nsid 2 holds LBA 0x11 (generation 3) after a deallocate; DLFEAT promises zeroes, \
+                 or else the last data written (generation 3): a misdirected write or read"
+            ),
+            "{m}"
+        );
     }
 
     #[test]
@@ -645,19 +979,44 @@ mod tests {
         let mut buf = vec![0u8; 10 * 512];
         let first = BlockTag { nsid: 2, lba: 100, generation: 3, seed: 7, block_size: size(512) };
         fill_blocks(&mut buf, &first).expect("ten blocks");
-        // LBAs 104 and 105 are deallocated and still hold data; 108 and 109 are unknown.
+        // LBAs 104 and 105 are deallocated and still hold their data (legal); 108 and 109 are unknown.
+        assert_eq!(judge_range(&buf, 2, 100, size(512), &map, DeallocatedRead::Zeroes), Ok(Judged { kept: 2 }));
+        assert_eq!(judge_range(&buf, 2, 100, size(512), &map, DeallocatedRead::NotReported), Ok(Judged { kept: 2 }));
+        let block = |lba: usize| (lba - 100) * 512..(lba - 99) * 512;
+        buf[block(104)].fill(0);
+        assert_eq!(judge_range(&buf, 2, 100, size(512), &map, DeallocatedRead::Zeroes), Ok(Judged { kept: 1 }));
+        buf[block(105)].fill(0);
+        assert_eq!(judge_range(&buf, 2, 100, size(512), &map, DeallocatedRead::Zeroes), Ok(Judged { kept: 0 }));
+        buf[block(104).start..block(105).end].fill(0xff);
         let m = mismatch(judge_range(&buf, 2, 100, size(512), &map, DeallocatedRead::Zeroes));
         assert_eq!((m.lba, m.wrong_blocks, m.blocks_judged), (104, 2, 10));
         assert!(m.to_string().ends_with("; the first of 2 wrong blocks among 10 read)"), "{m}");
-        assert_eq!(judge_range(&buf, 2, 100, size(512), &map, DeallocatedRead::NotReported), Ok(()));
-        buf[104 * 512 - 100 * 512..106 * 512 - 100 * 512].fill(0);
-        assert_eq!(judge_range(&buf, 2, 100, size(512), &map, DeallocatedRead::Zeroes), Ok(()));
+    }
+
+    #[test]
+    fn deallocated_blocks_alternating_between_pattern_and_old_data_are_all_accepted() {
+        let mut map = HostMap::new();
+        map.record_write(2, 0, 64, 3, 7);
+        map.record_deallocate(2, 0, 64);
+        let mut buf = vec![0u8; 64 * 4096];
+        fill_blocks(&mut buf, &BlockTag { nsid: 2, lba: 0, generation: 3, seed: 7, block_size: size(4096) })
+            .expect("64 blocks");
+        for (lba, block) in buf.chunks_exact_mut(4096).enumerate() {
+            if lba % 3 == 0 {
+                block.fill(0xff);
+            }
+        }
+        assert_eq!(judge_range(&buf, 2, 0, size(4096), &map, DeallocatedRead::Ones), Ok(Judged { kept: 42 }));
+        buf[7 * 4096 + 9] ^= 1;
+        buf[9 * 4096 + 9] ^= 1;
+        let m = mismatch(judge_range(&buf, 2, 0, size(4096), &map, DeallocatedRead::Ones));
+        assert_eq!((m.lba, m.wrong_blocks, m.first_difference), (7, 2, 9));
     }
 
     #[test]
     fn a_range_of_a_namespace_the_map_does_not_know_is_accepted() {
         let map = HostMap::new();
-        assert_eq!(judge_range(&[1u8; 1024], 9, 0, size(512), &map, DeallocatedRead::Zeroes), Ok(()));
+        assert_eq!(judge_range(&[1u8; 1024], 9, 0, size(512), &map, DeallocatedRead::Zeroes), Ok(Judged::default()));
     }
 
     #[test]

@@ -100,6 +100,16 @@ impl NamespaceMap {
         self.runs.iter().map(|(&first, run)| Segment { first, count: run.end - first, state: run.state })
     }
 
+    /// Records a Dataset Management deallocate of `count` blocks from `first`: each block
+    /// now reads as DLFEAT says or, deallocation being advisory, as what it held before
+    /// ([`Expectation::deallocated`]), which is kept per block.
+    pub fn deallocate(&mut self, first: u64, count: u64) {
+        let before: Vec<Segment> = self.segments(first, count).collect();
+        for segment in before {
+            self.set(segment.first, segment.count, segment.state.deallocated());
+        }
+    }
+
     /// How many ranges are stored.
     pub fn range_count(&self) -> usize {
         self.runs.len()
@@ -174,12 +184,14 @@ impl HostMap {
         self.namespace_mut(nsid).set(first, count, Expectation::Written { generation, seed });
     }
 
-    /// A completed deallocation (Dataset Management, or Write Zeroes with DEAC set).
+    /// A completed Dataset Management deallocate (advisory: what each block held before
+    /// is remembered, see [`NamespaceMap::deallocate`]).
     pub fn record_deallocate(&mut self, nsid: u32, first: u64, count: u64) {
-        self.namespace_mut(nsid).set(first, count, Expectation::Deallocated);
+        self.namespace_mut(nsid).deallocate(first, count);
     }
 
-    /// A completed Write Zeroes without deallocation.
+    /// A completed Write Zeroes, with or without DEAC: the blocks must read as zeroes
+    /// either way (Write Zeroes is not advisory).
     pub fn record_zeroes(&mut self, nsid: u32, first: u64, count: u64) {
         self.namespace_mut(nsid).set(first, count, Expectation::Zeroes);
     }
@@ -209,6 +221,7 @@ impl HostMap {
 
 #[cfg(test)]
 mod tests {
+    use super::super::judge::Previous;
     use super::*;
 
     const GEN1: Expectation = Expectation::Written { generation: 1, seed: 9 };
@@ -250,10 +263,52 @@ mod tests {
     #[test]
     fn a_range_reaching_the_end_of_the_lba_space_is_cut_there() {
         let mut map = NamespaceMap::new();
-        map.set(u64::MAX - 4, 100, Expectation::Deallocated);
-        assert_eq!(segments(&map), [(u64::MAX - 4, 4, Expectation::Deallocated)]);
+        map.set(u64::MAX - 4, 100, Expectation::Zeroes);
+        assert_eq!(segments(&map), [(u64::MAX - 4, 4, Expectation::Zeroes)]);
         map.set(u64::MAX, 1, GEN1);
         assert_eq!(map.range_count(), 1);
+    }
+
+    #[test]
+    fn a_deallocate_remembers_what_each_block_held() {
+        let dealloc = |previous| Expectation::Deallocated { previous };
+        let held_1 = dealloc(Some(Previous::Written { generation: 1, seed: 9 }));
+        let held_2 = dealloc(Some(Previous::Written { generation: 2, seed: 9 }));
+        let held_zeroes = dealloc(Some(Previous::Zeroes));
+        let mut map = HostMap::new();
+        map.record_write(1, 0, 10, 1, 9);
+        map.record_zeroes(1, 10, 5);
+        map.record_write(1, 20, 5, 2, 9);
+        map.record_deallocate(1, 5, 30);
+        let ns = map.namespace(1).expect("recorded");
+        assert_eq!(
+            segments(ns),
+            [
+                (0, 5, GEN1),
+                (5, 5, held_1),
+                (10, 5, held_zeroes),
+                (15, 5, dealloc(None)),
+                (20, 5, held_2),
+                (25, 10, dealloc(None))
+            ]
+        );
+        // Deallocating again changes nothing a block held; ranges of one kind merge.
+        map.record_deallocate(1, 0, 40);
+        let ns = map.namespace(1).expect("recorded");
+        assert_eq!(
+            segments(ns),
+            [(0, 10, held_1), (10, 5, held_zeroes), (15, 5, dealloc(None)), (20, 5, held_2), (25, 15, dealloc(None))]
+        );
+    }
+
+    #[test]
+    fn write_zeroes_after_a_deallocate_must_read_zeroes() {
+        let mut map = HostMap::new();
+        map.record_write(1, 0, 8, 1, 9);
+        map.record_deallocate(1, 0, 8);
+        map.record_zeroes(1, 2, 2);
+        assert_eq!(map.state_at(1, 2), Expectation::Zeroes);
+        assert_eq!(map.state_at(1, 1), GEN1.deallocated());
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! - [`block`]: the self-describing block format; [`fill_block`] / [`fill_blocks`] write it,
 //!   [`decode_header`] reads a header back.
 //! - [`map`]: [`HostMap`], per namespace a [`NamespaceMap`] of LBA ranges, each
-//!   [`Expectation::Written`] (generation, seed), `Deallocated`, `Zeroes` or `Unknown`.
+//!   [`Expectation::Written`] (generation, seed), `Deallocated` (with what the blocks held
+//!   before, [`Previous`]), `Zeroes` or `Unknown`.
 //! - [`judge`]: [`judge_block`] and [`judge_range`] compare exactly and, on a mismatch,
 //!   say what the block holds instead ([`Mismatch`], one sentence via `Display`).
 //!
@@ -52,9 +53,16 @@
 //!
 //! # Judgement
 //!
-//! A block the map records as written must match exactly. A deallocated block reads as
-//! DLFEAT says ([`DeallocatedRead`]: zeros, 0xFF bytes, or anything when not reported), a
-//! Write Zeroes block reads as zeros, and an unknown block is not judged.
+//! A block the map records as written must match exactly. A Write Zeroes block (with or
+//! without DEAC) reads as zeros. A block deallocated by Dataset Management reads as DLFEAT
+//! says ([`DeallocatedRead`]: zeros, 0xFF bytes, or anything when not reported) **or**
+//! exactly as the data written before it was deallocated: Dataset Management is advisory
+//! (NVMe 1.4 Dataset Management command; Attribute – Deallocate: the NVM subsystem *may*
+//! deallocate), so a controller that kept the data is right. Anything else is wrong (all
+//! 0xFF bytes where DLFEAT promises zeroes, another generation, garbage). A deallocated
+//! block whose earlier content nvtest does not know is not judged (a controller that kept
+//! it returns data nvtest never saw), nor is an unknown block. [`judge_range`] counts the
+//! deallocated blocks that kept their data ([`Judged::kept`]) so that a case can note it.
 
 pub mod block;
 pub mod judge;
@@ -65,5 +73,7 @@ mod wide;
 mod properties;
 
 pub use block::{decode_header, fill_block, fill_blocks, BlockSize, BlockTag, LayoutError, HEADER_LEN, MAGIC};
-pub use judge::{judge_block, judge_range, DeallocatedRead, Expectation, Found, JudgeError, Mismatch, Rest};
+pub use judge::{
+    judge_block, judge_range, DeallocatedRead, Expectation, Found, JudgeError, Judged, Mismatch, Previous, Rest,
+};
 pub use map::{HostMap, NamespaceMap, Segment, Segments};

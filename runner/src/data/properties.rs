@@ -19,7 +19,11 @@ fn state() -> impl Strategy<Value = Expectation> {
     prop_oneof![
         (1u64..4).prop_map(|generation| Expectation::Written { generation, seed: 5 }),
         Just(Expectation::Written { generation: 1, seed: 6 }),
-        Just(Expectation::Deallocated),
+        Just(Expectation::Deallocated { previous: None }),
+        Just(Expectation::Deallocated { previous: Some(Previous::Zeroes) }),
+        (1u64..4).prop_map(|generation| Expectation::Deallocated {
+            previous: Some(Previous::Written { generation, seed: 5 })
+        }),
         Just(Expectation::Zeroes),
         Just(Expectation::Unknown),
     ]
@@ -98,7 +102,7 @@ fn written(tag: &BlockTag) -> Expectation {
     Expectation::Written { generation: tag.generation, seed: tag.seed }
 }
 
-fn mismatch(result: Result<(), JudgeError>) -> Result<Mismatch, TestCaseError> {
+fn mismatch<T: std::fmt::Debug>(result: Result<T, JudgeError>) -> Result<Mismatch, TestCaseError> {
     match result {
         Err(JudgeError::Mismatch(mismatch)) => Ok(*mismatch),
         other => Err(TestCaseError::fail(format!("expected a mismatch, got {other:?}"))),
@@ -165,7 +169,8 @@ proptest! {
         }
         let mut map = HostMap::new();
         map.record_write(first.nsid, first.lba, blocks as u64, first.generation, first.seed);
-        prop_assert_eq!(judge_range(&run, first.nsid, first.lba, first.block_size, &map, DeallocatedRead::Zeroes), Ok(()));
+        let judged = judge_range(&run, first.nsid, first.lba, first.block_size, &map, DeallocatedRead::Zeroes);
+        prop_assert_eq!(judged, Ok(Judged::default()));
     }
 
     #[test]
@@ -197,9 +202,48 @@ proptest! {
     #[test]
     fn a_block_left_where_zeros_are_due_is_named(tag in tag()) {
         let block = block_of(&tag);
-        let m = mismatch(judge_block(&block, tag.nsid, tag.lba, Expectation::Deallocated, DeallocatedRead::Zeroes))?;
+        let m = mismatch(judge_block(&block, tag.nsid, tag.lba, Expectation::Zeroes, DeallocatedRead::Ones))?;
         prop_assert_eq!(m.found, Found::Block(tag));
         prop_assert!(m.to_string().contains("still holds generation"), "{}", m);
+    }
+
+    #[test]
+    fn a_deallocated_block_may_keep_its_data_but_nothing_else(
+        (tag, other) in other_tag(),
+        dealloc in prop_oneof![Just(DeallocatedRead::Zeroes), Just(DeallocatedRead::Ones)],
+    ) {
+        let expected = written(&tag).deallocated();
+        for dealloc in [dealloc, DeallocatedRead::NotReported] {
+            prop_assert_eq!(judge_block(&block_of(&tag), tag.nsid, tag.lba, expected, dealloc), Ok(()));
+        }
+        let m = mismatch(judge_block(&block_of(&other), tag.nsid, tag.lba, expected, dealloc))?;
+        prop_assert_eq!(m.found, Found::Block(other));
+        prop_assert!(m.to_string().contains("after a deallocate; DLFEAT promises"), "{}", m);
+    }
+
+    #[test]
+    fn the_map_after_deallocates_agrees_with_a_per_block_model(
+        ops in prop::collection::vec((op(), any::<bool>()), 0..40),
+    ) {
+        let mut map = NamespaceMap::new();
+        let mut model = vec![Expectation::Unknown; LBAS as usize + 40];
+        for (op, deallocate) in &ops {
+            let blocks = &mut model[op.first as usize..(op.first + op.count) as usize];
+            if *deallocate {
+                map.deallocate(op.first, op.count);
+                blocks.iter_mut().for_each(|state| *state = state.deallocated());
+            } else {
+                map.set(op.first, op.count, op.state);
+                blocks.fill(op.state);
+            }
+        }
+        let per_block: Vec<Expectation> =
+            map.segments(0, model.len() as u64).flat_map(|s| std::iter::repeat_n(s.state, s.count as usize)).collect();
+        prop_assert_eq!(&per_block, &model);
+        let known: Vec<Segment> = map.known().collect();
+        for pair in known.windows(2) {
+            prop_assert!(pair[0].first + pair[0].count < pair[1].first || pair[0].state != pair[1].state);
+        }
     }
 
     #[test]
@@ -218,11 +262,13 @@ proptest! {
                 fill_block(block, &BlockTag { nsid: 4, lba, generation, seed, block_size }).expect("one block");
             }
         }
-        prop_assert_eq!(judge_range(&buf, 4, 0, block_size, &map, DeallocatedRead::Zeroes), Ok(()));
+        prop_assert_eq!(judge_range(&buf, 4, 0, block_size, &map, DeallocatedRead::Zeroes).map(|_| ()), Ok(()));
         buf[spoil as usize * 512 + 100] ^= 0x40;
         let result = judge_range(&buf, 4, 0, block_size, &map, DeallocatedRead::Zeroes);
         match map.state_at(4, spoil) {
-            Expectation::Unknown => prop_assert_eq!(result, Ok(())),
+            Expectation::Unknown | Expectation::Deallocated { previous: None } => {
+                prop_assert_eq!(result.map(|_| ()), Ok(()))
+            }
             _ => {
                 let m = mismatch(result)?;
                 prop_assert_eq!((m.lba, m.wrong_blocks, m.first_difference), (spoil, 1, 100));

@@ -7,7 +7,7 @@ use nvme::spec::nvm::{self, dataset_management, DsmAttributes, DsmRange};
 
 use super::resolve::{self, param, NsTarget};
 use super::{CaseContext, StepError, StepResult};
-use crate::data::judge::{judge_range, DeallocatedRead, Expectation, JudgeError};
+use crate::data::judge::{judge_range, DeallocatedRead, Expectation, JudgeError, Previous};
 use crate::data::{fill_blocks, BlockSize, BlockTag};
 use crate::suite::model::{Blocks, Expect, IoOp, Lba, NsRef, Param, Ranges};
 
@@ -70,7 +70,9 @@ fn fua_text(fua: bool) -> &'static str {
     }
 }
 
-/// `verify`: reads back and judges every block the map knows (or the window given).
+/// `verify`: reads back and judges every block the map knows (or the window given). Where
+/// deallocated blocks still held their data (legal: deallocation is advisory), one note
+/// line per namespace says so.
 pub fn verify(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: Option<&Lba>, blocks: Option<&Blocks>) -> StepResult {
     for i in resolve::ns_members(ctx, ns)? {
         let (nsid, nsze, _) = member(ctx, i)?;
@@ -93,19 +95,34 @@ pub fn verify(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: Option<&Lba>, blocks: 
                 vec![(first, count)]
             }
         };
+        let mut kept = 0;
         for (first, count) in windows {
-            read_and_judge(ctx, i, first, count)?;
+            kept += read_and_judge(ctx, i, first, count)?;
+        }
+        if kept > 0 {
+            ctx.log.push(kept_note(kept, nsid));
         }
     }
     Ok(())
 }
 
+/// The note for deallocated blocks that still hold their data: not a failure.
+fn kept_note(kept: u64, nsid: u32) -> String {
+    let (blocks, hold) = if kept == 1 { ("block", "holds its") } else { ("blocks", "hold their") };
+    format!(
+        "note: {kept} deallocated {blocks} of NSID {nsid} still {hold} data: Dataset Management deallocation is \
+         advisory (NVMe 1.4 Dataset Management command, Attribute – Deallocate)"
+    )
+}
+
 /// Reads `count` blocks of member `i` from `first` and judges them against the map.
-fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -> StepResult {
+/// Returns how many deallocated blocks still held their data.
+fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -> StepResult<u64> {
     let (nsid, _, bs) = member(ctx, i)?;
     let dealloc = ctx.set[i].dealloc_read;
     let size = block_size(bs)?;
     let per_cmd = blocks_per_command(ctx, bs);
+    let mut kept = 0;
     let mut lba = first;
     while lba < first + count {
         let n = per_cmd.min(first + count - lba);
@@ -116,7 +133,7 @@ fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -
             return Err(ctx.fail(what, c.status().to_string(), "Successful Completion (a read inside the namespace)"));
         }
         match judge_range(&buf, nsid, lba, size, &ctx.map, dealloc) {
-            Ok(()) => {}
+            Ok(judged) => kept += judged.kept,
             Err(JudgeError::Mismatch(m)) => {
                 let expected = describe_expectation(m.expected, dealloc);
                 return Err(ctx.fail(what, m.to_string(), expected));
@@ -125,18 +142,31 @@ fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -
         }
         lba += n;
     }
-    Ok(())
+    Ok(kept)
 }
 
 fn describe_expectation(e: Expectation, dealloc: DeallocatedRead) -> String {
     match e {
         Expectation::Written { generation, .. } => format!("the data of write generation {generation}"),
         Expectation::Zeroes => "all zeroes (Write Zeroes)".into(),
-        Expectation::Deallocated => match dealloc {
-            DeallocatedRead::Zeroes => "all zeroes (deallocated, DLFEAT 001b)".into(),
-            DeallocatedRead::Ones => "all ones (deallocated, DLFEAT 010b)".into(),
-            DeallocatedRead::NotReported => "any data (deallocated, DLFEAT not reported)".into(),
-        },
+        Expectation::Deallocated { previous } => {
+            let pattern = match dealloc {
+                DeallocatedRead::Zeroes => "all zeroes (deallocated, DLFEAT 001b)",
+                DeallocatedRead::Ones => "all ones (deallocated, DLFEAT 010b)",
+                DeallocatedRead::NotReported => return "any data (deallocated, DLFEAT not reported)".into(),
+            };
+            match previous {
+                Some(Previous::Written { generation, .. }) => format!(
+                    "{pattern}, or the data of write generation {generation} if the controller did not deallocate \
+                     (deallocation is advisory)"
+                ),
+                Some(Previous::Zeroes) if dealloc != DeallocatedRead::Zeroes => format!(
+                    "{pattern}, or all zeroes (Write Zeroes) if the controller did not deallocate \
+                     (deallocation is advisory)"
+                ),
+                _ => pattern.into(),
+            }
+        }
         Expectation::Unknown => "anything (not judged)".into(),
     }
 }
@@ -396,9 +426,17 @@ pub fn compare(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Param<
                 fill_blocks(block, &tag).map_err(|e| StepError::Error(e.to_string()))?;
             }
             Expectation::Zeroes => {}
-            Expectation::Deallocated if ctx.set[i].dealloc_read == DeallocatedRead::Zeroes => {}
-            Expectation::Deallocated if ctx.set[i].dealloc_read == DeallocatedRead::Ones => block.fill(0xFF),
-            _ => {
+            // A deallocated block reads as DLFEAT says or, deallocation being advisory, as
+            // its old data: known only where the two are the same.
+            Expectation::Deallocated { previous: Some(Previous::Zeroes) }
+                if ctx.set[i].dealloc_read == DeallocatedRead::Zeroes => {}
+            Expectation::Deallocated { .. } => {
+                return Err(StepError::Error(format!(
+                    "compare needs known data; LBA {lba:#x} of NSID {nsid} was deallocated, and may read as DLFEAT \
+                     says or as its old data (deallocation is advisory)"
+                )));
+            }
+            Expectation::Unknown => {
                 return Err(StepError::Error(format!("compare needs known data; LBA {lba:#x} of NSID {nsid} is not")));
             }
         }

@@ -10,7 +10,7 @@ use super::media::{OutOfMedia, Run};
 use super::namespace::{Layout, Namespace, Region};
 use super::{Quirk, Subsystem, NSID_ALL};
 use crate::exec::{DataPointer, Done};
-use crate::profile::OptionalCommand;
+use crate::profile::{DlfeatSetting, OptionalCommand};
 use nvme::spec::nvm::{DsmFields, DsmRange, LbaFields};
 use nvme::spec::{Command, NvmOpcode, Status, Version};
 use nvme::transport::DmaRegion;
@@ -348,7 +348,16 @@ impl Subsystem {
         let past_ok = self.quirks.has(Quirk::DsmRangePastNszeAccepted);
         let first_only = self.quirks.has(Quirk::DsmFirstRangeOnly);
         let wipe_next = self.quirks.has(Quirk::DeallocateWipesNeighbour);
-        let keep_data = self.quirks.has(Quirk::StaleAfterDeallocate);
+        let no_action = self.quirks.has(Quirk::StaleAfterDeallocate);
+        let corrupt_later = self.quirks.has(Quirk::DsmLaterRangesCorrupted);
+        // Quirk `deallocated-reads-wrong-pattern`: deallocated blocks read as the opposite
+        // of what DLFEAT reports (Figure 245 DLFEAT bits 2:0 broken).
+        let wrong_pattern = match self.profile.dlfeat {
+            _ if !self.quirks.has(Quirk::DeallocatedReadsWrongPattern) => None,
+            DlfeatSetting::Zeroes => Some(0xFF),
+            DlfeatSetting::Ones => Some(0x00),
+            DlfeatSetting::NotReported => None,
+        };
         let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         if !past_ok && ranges.iter().any(|r| !ns.contains(r.slba, r.length as u64)) {
             return Done::err(Status::LBA_OUT_OF_RANGE);
@@ -356,16 +365,18 @@ impl Subsystem {
         // Quirk `dsm-range-past-nsze-accepted`: out-of-range parts are ignored, the rest
         // deallocated (§6.7 broken). `deallocate` clamps to NSZE.
         let take = if first_only { 1 } else { ranges.len() };
-        // Quirk `dsm-first-range-only`: only the first range is deallocated (§6.7.1.1 broken).
+        // Quirk `dsm-first-range-only`: only the first range is deallocated (legal: advisory).
         // Quirk `deallocate-wipes-neighbour`: one block more than asked (§6.7.1.1 broken).
         let blocks: Vec<(u64, u64)> =
             ranges.iter().take(take).map(|r| (r.slba, r.length as u64 + wipe_next as u64)).collect();
-        for (slba, nlb) in &blocks {
+        for (index, (slba, nlb)) in blocks.iter().enumerate() {
             if *slba >= ns.nsze {
                 continue;
             }
-            // Quirk `stale-after-deallocate`: the old data stays readable (DLFEAT broken).
-            if ns.deallocate(*slba, *nlb, keep_data).is_err() {
+            // Quirk `dsm-later-ranges-corrupted`: ranges after the first read as garbage
+            // (§6.7 Attribute – Deallocate and DLFEAT broken).
+            let reads_as = if corrupt_later && index > 0 { Some(GARBAGE) } else { wrong_pattern };
+            if deallocate_range(ns, *slba, *nlb, no_action, reads_as).is_err() {
                 return Done::err(Status::INTERNAL_ERROR);
             }
         }
@@ -376,13 +387,38 @@ impl Subsystem {
             if let Some(other) = next.and_then(|n| self.namespace_mut(n)) {
                 for (slba, nlb) in &blocks {
                     // `deallocate` clamps to NSZE: only the LBAs that exist there.
-                    if *slba < other.nsze && other.deallocate(*slba, *nlb, keep_data).is_err() {
+                    if *slba < other.nsze && deallocate_range(other, *slba, *nlb, no_action, wrong_pattern).is_err() {
                         return Done::err(Status::INTERNAL_ERROR);
                     }
                 }
             }
         }
         Done::ok()
+    }
+}
+
+/// What blocks read as under `dsm-later-ranges-corrupted`: neither zeroes nor ones.
+const GARBAGE: u8 = 0xA5;
+
+/// Deallocates `nlb` blocks from `slba` (clamped to NSZE) as Dataset Management does. With
+/// `no_action` (quirk `stale-after-deallocate`) nothing happens: the controller takes no
+/// action on the advisory attribute, which §6.7 allows. With `reads_as` (quirks
+/// `deallocated-reads-wrong-pattern` and `dsm-later-ranges-corrupted`) the deallocated
+/// blocks and their metadata read as that byte instead of what DLFEAT reports.
+fn deallocate_range(
+    ns: &mut Namespace,
+    slba: u64,
+    nlb: u64,
+    no_action: bool,
+    reads_as: Option<u8>,
+) -> Result<(), OutOfMedia> {
+    if no_action {
+        return Ok(());
+    }
+    ns.deallocate(slba, nlb, false)?;
+    match reads_as {
+        Some(byte) => ns.fill_blocks(slba, nlb.min(ns.nsze.saturating_sub(slba)), byte),
+        None => Ok(()),
     }
 }
 

@@ -3,7 +3,9 @@
 //! Each quirk breaks exactly one rule and is implemented as a branch at the place in
 //! the command code that enforces that rule (search for `Quirk::` to find it), never
 //! as a global switch. Every quirk exists so that the suite case checking its rule can
-//! be proven to catch a drive that breaks it.
+//! be proven to catch a drive that breaks it — except the few whose doc comment says
+//! they break no rule: behaviour the specification allows that a careless checker would
+//! fail (`stale-after-deallocate`, `dsm-first-range-only`), kept to prove nvtest passes it.
 //!
 //! In profiles quirks are written in kebab-case (`stale-after-deallocate`).
 
@@ -16,9 +18,12 @@ use std::fmt;
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Quirk {
-    /// Deallocated blocks keep returning their old data although DLFEAT promises
-    /// zeroes or ones. Breaks NVMe 1.4 §6.7.1.1 (Dataset Management, Deallocate) and
-    /// Figure 245 DLFEAT bits 2:0: a read of a deallocated block returns the value DLFEAT reports.
+    /// Dataset Management with the Deallocate attribute takes no action: the blocks keep
+    /// their data (and stay allocated in NUSE) although DLFEAT promises zeroes or ones.
+    /// Breaks no rule: Dataset Management is advisory (NVMe 1.4 §6.7: a compliant
+    /// controller may choose to take no action; Attribute – Deallocate: the NVM subsystem
+    /// *may* deallocate), and a block that was not deallocated returns the last data
+    /// written. QEMU without discard behaves so. Kept to prove nvtest does not fail it.
     StaleAfterDeallocate,
     /// A Write to namespace N also lands at the same LBA of the next active namespace.
     /// Breaks NVMe 1.4 §6.1: a namespace is an independent quantity of NVM.
@@ -83,8 +88,11 @@ pub enum Quirk {
     /// A Dataset Management range past NSZE succeeds (the valid part deallocated).
     /// Breaks §6.7 and Figure 128: LBA Out of Range, and nothing deallocated.
     DsmRangePastNszeAccepted,
-    /// Only the first range of a multi-range Dataset Management is deallocated. Breaks
-    /// §6.7.1.1: every range with the Deallocate attribute is deallocated.
+    /// Only the first range of a multi-range Dataset Management is deallocated; the others
+    /// keep their data. Breaks no rule: deallocation is advisory (§6.7: the controller may
+    /// take no action on any range, and a block not deallocated returns the last data
+    /// written). Kept to prove nvtest does not fail it; `dsm-later-ranges-corrupted` is
+    /// the multi-range violation.
     DsmFirstRangeOnly,
     /// Format NVM succeeds without changing the format. Breaks §5.23: the namespace is
     /// formatted with the LBA format requested.
@@ -135,6 +143,17 @@ pub enum Quirk {
     /// exist) in the next active namespace by NSID. Breaks §6.1: a namespace is an
     /// independent quantity of NVM, which a command to another namespace does not change.
     DeallocateLeaksToNextNamespace,
+    /// Blocks deallocated by Dataset Management read back as all FFh bytes when DLFEAT
+    /// reports that deallocated blocks read as zeroes (001b), and as all 00h when it
+    /// reports ones (010b); nothing changes when DLFEAT reports neither. Breaks Figure 245
+    /// DLFEAT bits 2:0: a deallocated logical block and its metadata read as the value
+    /// DLFEAT reports.
+    DeallocatedReadsWrongPattern,
+    /// The ranges after the first of a Dataset Management deallocate read back as A5h
+    /// bytes: neither the DLFEAT pattern nor the last data written. Breaks §6.7 (Attribute
+    /// – Deallocate: a read of a deallocated range returns all zeroes, all ones or the last
+    /// data written) and Figure 245 DLFEAT bits 2:0.
+    DsmLaterRangesCorrupted,
 }
 
 impl Quirk {
@@ -178,6 +197,8 @@ impl Quirk {
         Quirk::DetachLosesData,
         Quirk::DeleteBroadcastIgnored,
         Quirk::DeallocateLeaksToNextNamespace,
+        Quirk::DeallocatedReadsWrongPattern,
+        Quirk::DsmLaterRangesCorrupted,
     ];
 
     /// The name a profile uses for this quirk.
@@ -221,6 +242,8 @@ impl Quirk {
             Quirk::DetachLosesData => "detach-loses-data",
             Quirk::DeleteBroadcastIgnored => "delete-broadcast-ignored",
             Quirk::DeallocateLeaksToNextNamespace => "deallocate-leaks-to-next-namespace",
+            Quirk::DeallocatedReadsWrongPattern => "deallocated-reads-wrong-pattern",
+            Quirk::DsmLaterRangesCorrupted => "dsm-later-ranges-corrupted",
         }
     }
 
