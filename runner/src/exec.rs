@@ -131,7 +131,10 @@ impl Session {
                 }
             }
         }
-        let verdict = self.apply_expected(case, verdict);
+        let verdict = match verdict {
+            Verdict::Fail(failure) if case.advisory => Verdict::Warning(failure),
+            other => self.apply_expected(case, other),
+        };
         CaseOutcome { verdict, log, duration: start.elapsed() }
     }
 }

@@ -193,6 +193,7 @@ where
     };
 
     print_expected_failures(&results);
+    print_warnings(&results);
     if let Some(path) = &options.junit {
         junit::write(path, &results).map_err(RunError::Report)?;
         let c = results.counts();
@@ -309,7 +310,7 @@ fn trial(
 /// with its reason, the rest fail with the evidence and the case log.
 pub fn completion(outcome: &CaseOutcome) -> Result<Completion, Failed> {
     let message = match &outcome.verdict {
-        Verdict::Pass | Verdict::ExpectedFailure { .. } => return Ok(Completion::Completed),
+        Verdict::Pass | Verdict::Warning(_) | Verdict::ExpectedFailure { .. } => return Ok(Completion::Completed),
         Verdict::Skipped(reason) => return Ok(Completion::ignored_with(reason)),
         Verdict::Fail(failure) => failure.to_string(),
         Verdict::Error(e) => format!("error (nvtest or the transport, not the drive): {e}"),
@@ -349,6 +350,30 @@ fn print_identity(identity: &DeviceIdentity) {
     say!("  serial    {}", identity.serial);
     say!("  firmware  {}", identity.firmware);
     say!("  NVMe      {}", identity.version);
+}
+
+/// Violations of rules the specification may not require (advisory cases): shown in
+/// full, counted as passed.
+fn print_warnings(results: &RunResults) {
+    let warnings: Vec<_> = results
+        .cases
+        .iter()
+        .filter_map(|c| match &c.outcome.verdict {
+            Verdict::Warning(failure) => Some((c, failure)),
+            _ => None,
+        })
+        .collect();
+    if warnings.is_empty() {
+        return;
+    }
+    say!("warnings (advisory cases: the specification may not require this; counted as ok):");
+    for (case, failure) in warnings {
+        say!("    {}::{}", case.suite, case.case);
+        for line in failure.to_string().lines() {
+            say!("      {line}");
+        }
+    }
+    say!();
 }
 
 fn print_expected_failures(results: &RunResults) {
@@ -425,6 +450,7 @@ mod tests {
                     rule: String::new(),
                     requires: vec![],
                     destructive: false,
+                    advisory: false,
                     steps: vec![],
                     params: vec![],
                 })

@@ -51,6 +51,9 @@ pub enum Verdict {
     Skipped(String),
     /// nvtest or the transport broke; says nothing about the drive.
     Error(String),
+    /// A violation of a rule the specification may not require (an advisory case):
+    /// reported, but does not fail the run.
+    Warning(Failure),
     /// A failure the target's expected-findings file lists, with its reason.
     ExpectedFailure {
         failure: Failure,

@@ -85,7 +85,7 @@ fn timestamp(results: &RunResults) -> Option<DateTime<FixedOffset>> {
 fn test_case(result: &CaseResult) -> TestCase {
     let outcome = &result.outcome;
     let status = match &outcome.verdict {
-        Verdict::Pass | Verdict::ExpectedFailure { .. } => TestCaseStatus::success(),
+        Verdict::Pass | Verdict::Warning(_) | Verdict::ExpectedFailure { .. } => TestCaseStatus::success(),
         Verdict::Fail(failure) => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
             status
@@ -129,6 +129,9 @@ fn system_out(outcome: &CaseOutcome) -> String {
     let mut out = String::new();
     if let Verdict::ExpectedFailure { failure, reason } = &outcome.verdict {
         out.push_str(&format!("expected failure ({reason})\n{failure}\n"));
+    }
+    if let Verdict::Warning(failure) = &outcome.verdict {
+        out.push_str(&format!("warning (the specification may not require this)\n{failure}\n"));
     }
     for line in &outcome.log {
         out.push_str(line);

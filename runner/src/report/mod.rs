@@ -64,7 +64,7 @@ impl RunResults {
         let mut counts = Counts::default();
         for case in &self.cases {
             match case.outcome.verdict {
-                Verdict::Pass => counts.passed += 1,
+                Verdict::Pass | Verdict::Warning(_) => counts.passed += 1,
                 Verdict::Fail(_) | Verdict::UnexpectedPass { .. } => counts.failed += 1,
                 Verdict::Error(_) => counts.errors += 1,
                 Verdict::Skipped(_) => counts.skipped += 1,

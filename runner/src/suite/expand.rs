@@ -96,6 +96,7 @@ fn expand_one(
         rule: case.rule.clone(),
         requires,
         destructive: suite.destructive,
+        advisory: case.advisory,
         steps,
         params: combination,
     })

@@ -32,6 +32,8 @@ pub struct ExpandedCase {
     /// The suite's requirements, then the case's.
     pub requires: Vec<Requirement>,
     pub destructive: bool,
+    /// A violation is a warning, not a failure (see `model::Case::advisory`).
+    pub advisory: bool,
     pub steps: Vec<Step>,
     /// The matrix values this case was expanded with, in key order (empty without a matrix).
     pub params: Vec<(String, MatrixValue)>,

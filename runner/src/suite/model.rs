@@ -42,6 +42,11 @@ pub struct Case {
     pub rule: String,
     #[serde(default)]
     pub requires: Vec<Requirement>,
+    /// `true` when the specification's text does not clearly require what the case
+    /// checks (nvtest could not confirm a "shall"): a violation is then reported as a
+    /// warning, which does not fail the run, instead of a failure.
+    #[serde(default)]
+    pub advisory: bool,
     /// Parameters whose values expand the case into one case per combination.
     #[serde(default)]
     pub matrix: BTreeMap<String, Vec<MatrixValue>>,
