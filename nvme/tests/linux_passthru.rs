@@ -85,6 +85,7 @@ fn the_narrow_form_keeps_every_field_but_the_result() {
 }
 
 #[test]
+#[allow(clippy::unnecessary_cast)] // the request type is c_ulong: u64 here, u32 on 32-bit hosts
 fn request_numbers_are_the_kernels() {
     let rw = |n: u8, size: usize| nix::request_code_readwrite!(NVME_IOCTL_TYPE, n, size) as u64;
     let none = |n: u8| nix::request_code_none!(NVME_IOCTL_TYPE, n) as u64;

@@ -197,8 +197,8 @@ fn holders_are_named_with_what_they_are() {
     let dm = t.device_mapper(&p, 0, "vg0-data").unwrap();
     let md = t.md("nvme0n1", 1).unwrap();
     let host = t.host();
-    assert_eq!(sysfs::holders(&host, &p).unwrap(), [dm.clone()]);
-    assert_eq!(sysfs::holders(&host, "nvme0n1").unwrap(), [md.clone()]);
+    assert_eq!(sysfs::holders(&host, &p).unwrap(), std::slice::from_ref(&dm));
+    assert_eq!(sysfs::holders(&host, "nvme0n1").unwrap(), std::slice::from_ref(&md));
     assert_eq!(sysfs::describe_holder(&host, &dm), "dm-0 (device-mapper `vg0-data`)");
     assert_eq!(sysfs::describe_holder(&host, &md), "md1 (md RAID)");
     assert!(sysfs::holders(&host, &dm).unwrap().is_empty());

@@ -1,9 +1,11 @@
 //! The command line: `nvtest [--suite NAME|PATH.yaml]... [--junit PATH] [--list]
-//! [--filter TEXT] [--exact] [TARGET]`, and `nvtest schema`.
+//! [--filter TEXT] [--exact] [--expect FILE] [--allow-destructive] [--confirm-serial SN]
+//! [--preserve] [TARGET]`, and `nvtest schema`.
 //!
 //! Order of work: parse the arguments, find and load every suite (all are validated
-//! before anything else), and only then open the target. Exit status: 0 nothing failed,
-//! 1 a case failed or errored, 2 usage, suite, profile or target-open errors.
+//! before anything else), on a kernel target pass the safety gate, and only then open
+//! the target. Exit status: 0 nothing failed, 1 a case failed or errored, 2 usage,
+//! suite, profile or target-open errors and safety refusals.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -11,7 +13,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::run::{self, RunOptions};
+use crate::run::{self, RunOptions, RunTarget};
+use crate::safety::SafetyOptions;
 use crate::suite::{self, locate, LoadedSuite};
 use crate::target::TargetSpec;
 
@@ -24,7 +27,15 @@ pub const EXIT_USAGE: i32 = 2;
 
 /// nvtest: checks an NVMe controller against NVMe 1.2a / 1.4, case by case.
 #[derive(Debug, Parser)]
-#[command(name = "nvtest", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "nvtest",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_help = "Safety: the simulated drive and QEMU are disposable, every suite runs there without opt-in. \
+On a drive of the Linux driver (/dev/nvmeN), destructive suites (they delete namespaces, format, write) need \
+--allow-destructive and --confirm-serial SN, and nvtest refuses while anything uses the drive (mounts, swap, \
+device-mapper or md, other processes, the root filesystem); --preserve runs only the non-destructive cases."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -59,10 +70,41 @@ pub struct RunArgs {
     /// fails as listed is an expected failure; a listed case that passes fails the run.
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,
+    /// On a drive of the Linux driver (/dev/nvmeN): lets destructive cases run, once the
+    /// drive is found unused (not needed for sim and QEMU, which are disposable).
+    #[arg(long)]
+    pub allow_destructive: bool,
+    /// On a drive of the Linux driver: the controller serial (Identify Controller SN) you
+    /// expect; destructive cases run only when it matches.
+    #[arg(long, value_name = "SN")]
+    pub confirm_serial: Option<String>,
+    /// Runs only the non-destructive cases; destructive ones are reported as skipped.
+    #[arg(long)]
+    pub preserve: bool,
     /// The device: `sim` (default), `sim:PROFILE`, `sim:PATH.yaml`, `qemu` (topology ns32),
-    /// `qemu:TOPOLOGY` or `qemu:PATH.yaml`.
-    #[arg(value_name = "TARGET", value_parser = TargetSpec::parse)]
-    pub target: Option<TargetSpec>,
+    /// `qemu:TOPOLOGY`, `qemu:PATH.yaml`, or `/dev/nvmeN` (a controller of the Linux NVMe
+    /// driver).
+    #[arg(value_name = "TARGET", value_parser = parse_target)]
+    pub target: Option<RunTarget>,
+}
+
+/// Parses TARGET: a path (`/dev/nvme0`, `./x`) is a controller of the Linux driver,
+/// anything else a [`TargetSpec`]. The error is one line saying what is allowed.
+pub fn parse_target(text: &str) -> Result<RunTarget, String> {
+    let trimmed = text.trim();
+    let is_path = trimmed.starts_with('/') || trimmed.starts_with("./") || trimmed.starts_with("../");
+    if is_path {
+        if trimmed.ends_with(".yaml") || trimmed.ends_with(".yml") {
+            return Err(format!(
+                "`{trimmed}` is a YAML file: write `sim:{trimmed}` for a drive profile or `qemu:{trimmed}` for a \
+                 QEMU topology; a real drive is given as its controller, e.g. /dev/nvme0"
+            ));
+        }
+        return Ok(RunTarget::Kernel(trimmed.into()));
+    }
+    TargetSpec::parse(trimmed)
+        .map(RunTarget::Spec)
+        .map_err(|e| format!("{e}, or `/dev/nvmeN` (a controller of the Linux NVMe driver)"))
 }
 
 /// The binary's entry point: runs with the process arguments, returns the exit status.
@@ -118,7 +160,14 @@ fn run_suites(args: RunArgs) -> i32 {
         }
     };
     let options = RunOptions {
-        target: args.target.unwrap_or_else(|| TargetSpec::SimProfile(crate::target::DEFAULT_SIM_PROFILE.to_string())),
+        target: args
+            .target
+            .unwrap_or_else(|| RunTarget::Spec(TargetSpec::SimProfile(crate::target::DEFAULT_SIM_PROFILE.to_string()))),
+        safety: SafetyOptions {
+            allow_destructive: args.allow_destructive,
+            confirm_serial: args.confirm_serial,
+            preserve: args.preserve,
+        },
         filter: args.filter,
         exact: args.exact,
         list: args.list,

@@ -12,6 +12,7 @@ pub mod exec;
 pub mod report;
 pub mod rules;
 pub mod run;
+pub mod safety;
 pub mod steps;
 pub mod suite;
 pub mod target;

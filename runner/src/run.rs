@@ -24,14 +24,38 @@ macro_rules! say {
 
 use crate::exec::{DeviceIdentity, Session};
 use crate::report::{junit, CaseResult, RunResults};
+use crate::safety::{self, SafetyOptions};
 use crate::suite::{ExpandedCase, LoadedSuite};
 use crate::target::TargetSpec;
 use crate::verdict::{CaseOutcome, Verdict};
+use nvme::linux::Host;
+
+/// What TARGET names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunTarget {
+    /// A target nvtest's own driver runs (sim, QEMU): disposable, no opt-in needed.
+    Spec(TargetSpec),
+    /// A controller of the Linux NVMe driver (`/dev/nvmeN`): a real drive, whose
+    /// destructive cases pass the safety gate ([`crate::safety`]).
+    Kernel(PathBuf),
+}
+
+impl RunTarget {
+    /// The target as written for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            RunTarget::Spec(spec) => spec.describe(),
+            RunTarget::Kernel(path) => path.display().to_string(),
+        }
+    }
+}
 
 /// What the command line asks of a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunOptions {
-    pub target: TargetSpec,
+    pub target: RunTarget,
+    /// `--allow-destructive`, `--confirm-serial`, `--preserve`.
+    pub safety: SafetyOptions,
     /// Substring of `SUITE::CASE` (or the whole name with `exact`).
     pub filter: Option<String>,
     pub exact: bool,
@@ -70,12 +94,24 @@ pub enum RunError {
     Report(String),
     /// The console stopped taking output (a closed pipe) during the run.
     Console(String),
+    /// The safety gate refused destructive cases: what was found and what to do, one
+    /// line each after the first.
+    Refused(String),
 }
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Target(e) | RunError::Report(e) | RunError::Console(e) => f.write_str(e),
+            RunError::Target(e) | RunError::Report(e) | RunError::Console(e) | RunError::Refused(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<safety::GateError> for RunError {
+    fn from(e: safety::GateError) -> Self {
+        match e {
+            safety::GateError::BadTarget(line) => RunError::Target(line),
+            refused @ safety::GateError::Refused { .. } => RunError::Refused(refused.to_string()),
         }
     }
 }
@@ -131,17 +167,47 @@ pub fn list(suites: &[LoadedSuite], options: &RunOptions) -> std::io::Result<()>
 
 /// Opens the target and runs the suites on it.
 pub fn run(suites: &[LoadedSuite], options: &RunOptions) -> Result<RunSummary, RunError> {
-    let target = options.target.clone();
+    run_on(&Host::real(), suites, options)
+}
+
+/// [`run`] with the kernel's views (sysfs, /dev, /proc) of `host`.
+///
+/// On a kernel target the safety gate runs first, before anything is sent: the path must
+/// be a controller, and destructive cases need the opt-ins and a drive nothing uses,
+/// held exclusively until the run ends. Once the device is open, a confirmed serial must
+/// also be Identify Controller's SN.
+pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Result<RunSummary, RunError> {
     // The findings file is read before the device is opened: a bad file sends nothing.
     let findings = match &options.expect {
         Some(path) => crate::topology::load_expected(path).map_err(RunError::Target)?,
         None => Vec::new(),
     };
-    run_with(suites, options, move || {
-        let mut session = Session::open(&target)?;
+    let destructive = safety::destructive_cases(suites, &arguments(options), options.safety.preserve).len();
+    let confirm = options.safety.clone();
+    let checked = move |mut session: Session| {
+        safety::confirm_identity(session.identity(), &confirm, destructive)?;
         session.expect_findings(findings);
         Ok(session)
-    })
+    };
+    match &options.target {
+        RunTarget::Spec(spec) => {
+            let spec = spec.clone();
+            run_with(suites, options, move || checked(Session::open(&spec)?))
+        }
+        RunTarget::Kernel(path) => {
+            if options.list {
+                return run_with(suites, options, || Err::<Session, _>("listing opens nothing".to_string()));
+            }
+            let cases = safety::destructive_cases(suites, &arguments(options), options.safety.preserve);
+            // Held until the run ends.
+            let _claims = safety::gate(host, path, &cases, &options.safety)?;
+            let (host, path) = (host.clone(), path.clone());
+            run_with(suites, options, move || {
+                let device = safety::open_linux_target(&host, &path)?;
+                checked(Session::with_device(path.display().to_string(), device)?)
+            })
+        }
+    }
 }
 
 /// Runs the suites on the device `open` gives, in a device thread of its own.
@@ -170,7 +236,7 @@ where
     let records: Arc<Mutex<Vec<(usize, CaseResult)>>> = Arc::default();
     let trials = cases(suites)
         .enumerate()
-        .map(|(index, case)| trial(index, case.clone(), device.jobs.clone(), records.clone()))
+        .map(|(index, case)| trial(index, case.clone(), options.safety.preserve, device.jobs.clone(), records.clone()))
         .collect();
     let mut results = RunResults::new(device.identity.clone(), suites);
     // libtest-mimic panics when stdout closes (`nvtest | head`): the run stops there, but
@@ -212,6 +278,9 @@ where
     }
     Ok(RunSummary { results, conclusion })
 }
+
+/// The skip reason of a destructive case under `--preserve`.
+pub const PRESERVED: &str = "destructive case, not run: --preserve keeps the drive's data and configuration";
 
 fn cases(suites: &[LoadedSuite]) -> impl Iterator<Item = &ExpandedCase> {
     suites.iter().flat_map(|s| s.cases.iter())
@@ -290,15 +359,21 @@ impl Device {
 fn trial(
     index: usize,
     case: ExpandedCase,
+    preserve: bool,
     jobs: mpsc::Sender<Job>,
     records: Arc<Mutex<Vec<(usize, CaseResult)>>>,
 ) -> Trial {
     Trial::ignorable_test(trial_name(&case), move || {
         let (reply, outcome_rx) = mpsc::channel();
         let (suite, name) = (case.suite.clone(), case.name.clone());
-        let outcome = match jobs.send(Job { case, reply }) {
-            Ok(()) => outcome_rx.recv().unwrap_or_else(|_| error_outcome("the device thread stopped".into())),
-            Err(_) => error_outcome("the device thread stopped".into()),
+        let outcome = if preserve && case.destructive {
+            // Never handed to the device.
+            CaseOutcome { verdict: Verdict::Skipped(PRESERVED.into()), log: Vec::new(), duration: Duration::ZERO }
+        } else {
+            match jobs.send(Job { case, reply }) {
+                Ok(()) => outcome_rx.recv().unwrap_or_else(|_| error_outcome("the device thread stopped".into())),
+                Err(_) => error_outcome("the device thread stopped".into()),
+            }
         };
         let completion = completion(&outcome);
         records.lock().unwrap_or_else(|p| p.into_inner()).push((index, CaseResult { suite, case: name, outcome }));
@@ -461,7 +536,8 @@ mod tests {
     /// Options for a run whose console lines go to a file in `dir`.
     fn options(filter: Option<&str>, dir: &tempfile::TempDir) -> RunOptions {
         RunOptions {
-            target: TargetSpec::parse("sim").unwrap(),
+            target: RunTarget::Spec(TargetSpec::parse("sim").unwrap()),
+            safety: SafetyOptions::default(),
             filter: filter.map(str::to_string),
             exact: false,
             list: false,

@@ -140,7 +140,7 @@ impl LinuxDevice {
                 return Err(TargetError::NotNvme {
                     path: shown,
                     what: "it does not answer the NVMe passthrough ioctls (ENOTTY)".into(),
-                    hint: "e.g. /dev/nvme0".into(),
+                    hint: sysfs::controllers_hint(&device.host),
                 })
             }
             Err(e) => {

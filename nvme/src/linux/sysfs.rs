@@ -329,11 +329,11 @@ pub struct NamespaceInfo {
 /// fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
-    #[error("{path}: no such file or device; give the controller's character device, {hint}")]
+    #[error("{path}: no such file or device; give the controller's character device /dev/nvmeN ({hint})")]
     NotFound { path: String, hint: String },
-    #[error("{path} is {what}, not a device; give the controller's character device, {hint}")]
+    #[error("{path} is {what}, not a device; give the controller's character device /dev/nvmeN ({hint})")]
     NotADevice { path: String, what: String, hint: String },
-    #[error("{path} is not an NVMe controller ({what}); give the controller's character device, {hint}")]
+    #[error("{path} is not an NVMe controller ({what}); give the controller's character device /dev/nvmeN ({hint})")]
     NotNvme { path: String, what: String, hint: String },
     #[error(
         "{path} is the block device of namespace {namespace}, not a controller; give its controller {controller} \
@@ -361,9 +361,8 @@ pub enum TargetError {
     Other { path: String, message: String },
 }
 
-/// Names every controller the kernel has, for messages: "e.g. /dev/nvme0 (controllers
-/// here: /dev/nvme0, /dev/nvme1)" or "e.g. /dev/nvme0 (the Linux NVMe driver has no
-/// controller on this machine)".
+/// Names every controller the kernel has, for messages: "controllers here: /dev/nvme0,
+/// /dev/nvme1", or that the Linux NVMe driver has none.
 pub fn controllers_hint(host: &Host) -> String {
     let names: Vec<String> = dir_names(&host.sys_path("class/nvme"))
         .unwrap_or_default()
@@ -372,10 +371,11 @@ pub fn controllers_hint(host: &Host) -> String {
         .map(|n| host.node_path(&n).display().to_string())
         .collect();
     if names.is_empty() {
-        "e.g. /dev/nvme0 (the Linux NVMe driver has no controller on this machine; `ls /sys/class/nvme` lists them)"
+        "the Linux NVMe driver has no controller on this machine: /sys/class/nvme is empty; is the drive bound to \
+         the nvme driver (modprobe nvme)?"
             .to_string()
     } else {
-        format!("e.g. /dev/nvme0 (controllers here: {})", names.join(", "))
+        format!("controllers here: {}", names.join(", "))
     }
 }
 

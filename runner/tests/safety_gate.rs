@@ -1,0 +1,327 @@
+//! The safety gate on fake kernel trees: every kind of refusal, the pass case with its
+//! exclusive opens, the subsystem and multipath scope, failing closed, and which cases
+//! count as destructive under --filter and --preserve.
+
+use std::path::PathBuf;
+
+use libtest_mimic::Arguments;
+use nvme::linux::fake::FakeTree;
+use nvtest::run::{run_on, RunError, RunOptions, RunTarget};
+use nvtest::safety::{destructive_cases, gate, GateError, SafetyOptions};
+use nvtest::suite::{ExpandedCase, LoadedSuite, SuiteInfo};
+
+fn case(suite: &str, name: &str, destructive: bool) -> ExpandedCase {
+    ExpandedCase {
+        suite: suite.into(),
+        name: name.into(),
+        title: String::new(),
+        rule: String::new(),
+        requires: vec![],
+        destructive,
+        advisory: false,
+        steps: vec![],
+        params: vec![],
+    }
+}
+
+fn suite(name: &str, destructive: bool, cases: &[&str]) -> LoadedSuite {
+    LoadedSuite {
+        path: format!("{name}.yaml").into(),
+        suite: SuiteInfo { name: name.into(), title: "t".into(), spec: vec![], destructive },
+        cases: cases.iter().map(|c| case(name, c, destructive)).collect(),
+    }
+}
+
+fn allowed() -> SafetyOptions {
+    SafetyOptions { allow_destructive: true, confirm_serial: Some("SN-1".into()), preserve: false }
+}
+
+/// nvme0 (serial SN-1) with namespace 1 (nvme0n1, partition nvme0n1p1) and namespace 2.
+fn drive() -> (tempfile::TempDir, FakeTree) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = FakeTree::new(dir.path()).unwrap();
+    t.controller(0, 0, "SN-1").unwrap();
+    t.namespace(0, 1, 1).unwrap();
+    t.namespace(0, 2, 2).unwrap();
+    t.partition("nvme0n1", 1).unwrap();
+    (dir, t)
+}
+
+/// The refusal lines of a gate that must refuse.
+fn refused(t: &FakeTree, options: &SafetyOptions) -> Vec<String> {
+    let cases = [case("namespaces", "create", true)];
+    let refs: Vec<&ExpandedCase> = cases.iter().collect();
+    match gate(&t.host(), &t.node("nvme0"), &refs, options) {
+        Err(GateError::Refused { target, findings }) => {
+            assert_eq!(target, t.node("nvme0").display().to_string());
+            for line in &findings {
+                assert!(!line.contains('\n'), "one line each: {line}");
+            }
+            findings
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn has(lines: &[String], needle: &str) -> bool {
+    lines.iter().any(|l| l.contains(needle))
+}
+
+#[test]
+fn an_unused_drive_passes_and_its_namespaces_are_held_exclusively() {
+    let (_dir, t) = drive();
+    let cases = [case("namespaces", "create", true)];
+    let refs: Vec<&ExpandedCase> = cases.iter().collect();
+    let claims = gate(&t.host(), &t.node("nvme0"), &refs, &allowed()).unwrap().expect("claims for a destructive run");
+    let held: Vec<PathBuf> = claims.paths().into_iter().map(PathBuf::from).collect();
+    assert_eq!(held, [t.node("nvme0n1"), t.node("nvme0n2")]);
+}
+
+#[test]
+fn without_destructive_cases_nothing_is_checked_or_held() {
+    let (_dir, mut t) = drive();
+    t.mount("nvme0n1p1", "/mnt/data", "ext4").unwrap();
+    assert!(gate(&t.host(), &t.node("nvme0"), &[], &SafetyOptions::default()).unwrap().is_none());
+}
+
+#[test]
+fn a_path_that_is_not_a_controller_is_a_bad_target_even_without_destructive_cases() {
+    let (_dir, t) = drive();
+    let e = gate(&t.host(), &t.node("nvme0n1"), &[], &SafetyOptions::default()).unwrap_err();
+    let GateError::BadTarget(line) = e else { panic!("{e:?}") };
+    assert!(line.contains("is the block device of namespace nvme0n1, not a controller"), "{line}");
+}
+
+#[test]
+fn destructive_cases_need_allow_destructive() {
+    let (_dir, t) = drive();
+    let lines = refused(&t, &SafetyOptions { allow_destructive: false, ..allowed() });
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("1 destructive case(s) of suite(s) `namespaces`"), "{lines:?}");
+    assert!(lines[0].contains("give --allow-destructive") && lines[0].contains("--preserve"), "{lines:?}");
+}
+
+#[test]
+fn destructive_cases_need_the_serial_and_it_must_match() {
+    let (_dir, t) = drive();
+    let lines = refused(&t, &SafetyOptions { confirm_serial: None, ..allowed() });
+    assert!(has(&lines, "need --confirm-serial SN") && has(&lines, "serial `SN-1`"), "{lines:?}");
+    let lines = refused(&t, &SafetyOptions { confirm_serial: Some("SN-2".into()), ..allowed() });
+    assert!(has(&lines, "--confirm-serial `SN-2` does not match") && has(&lines, "serial is `SN-1`"), "{lines:?}");
+    assert!(has(&lines, "check that you named the right drive"), "{lines:?}");
+}
+
+#[test]
+fn a_mounted_partition_is_refused_with_the_mount_point() {
+    let (_dir, mut t) = drive();
+    t.mount("nvme0n1p1", "/mnt/data", "ext4").unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("nvme0n1p1 (partition of namespace 1 of nvme0) is mounted at /mnt/data (ext4)"),
+        "{lines:?}"
+    );
+    assert!(lines[0].contains("unmount it (umount /mnt/data)"), "{lines:?}");
+}
+
+#[test]
+fn a_mount_found_by_its_source_counts_too() {
+    // btrfs shows an anonymous device number; the source still names the partition.
+    let (_dir, mut t) = drive();
+    t.mount_line("0:45", "/srv", "btrfs", "/dev/nvme0n1p1").unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "is mounted at /srv (btrfs)"), "{lines:?}");
+}
+
+#[test]
+fn the_root_filesystem_drive_is_always_refused() {
+    let (_dir, mut t) = drive();
+    t.mount("nvme0n1p1", "/", "ext4").unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "holds the root filesystem (/)") && has(&lines, "use another drive"), "{lines:?}");
+}
+
+#[test]
+fn swap_is_refused() {
+    let (_dir, mut t) = drive();
+    t.swap("nvme0n2").unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("(namespace 2 of nvme0) is in use as swap: turn it off (swapoff /dev/nvme0n2)"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn device_mapper_and_md_holders_are_refused_and_what_is_on_them_is_checked() {
+    let (_dir, mut t) = drive();
+    let dm = t.device_mapper("nvme0n1p1", 0, "vg0-data").unwrap();
+    t.md("nvme0n2", 5).unwrap();
+    t.mount(&dm, "/data", "xfs").unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(
+        has(&lines, "nvme0n1p1 (partition of namespace 1 of nvme0) is held by dm-0 (device-mapper `vg0-data`)"),
+        "{lines:?}"
+    );
+    assert!(has(&lines, "(namespace 2 of nvme0) is held by md5 (md RAID)"), "{lines:?}");
+    assert!(has(&lines, "dm-0 (device-mapper `vg0-data` on ") && has(&lines, "is mounted at /data (xfs)"), "{lines:?}");
+    assert!(has(&lines, "dmsetup remove"), "{lines:?}");
+}
+
+#[test]
+fn a_root_filesystem_on_device_mapper_over_the_drive_is_refused() {
+    let (_dir, mut t) = drive();
+    let dm = t.device_mapper("nvme0n1p1", 0, "vg0-root").unwrap();
+    t.mount_line("0:31", "/", "btrfs", "/dev/mapper/vg0-root").unwrap();
+    let _ = dm;
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "holds the root filesystem (/)"), "{lines:?}");
+}
+
+#[test]
+fn other_openers_of_any_node_are_refused() {
+    let (_dir, mut t) = drive();
+    t.opener(4242, "smartd", "nvme0").unwrap();
+    t.opener(4343, "fio", "ng0n2").unwrap();
+    t.opener(4444, "dd", "nvme0n1p1").unwrap();
+    t.opener(4545, "bash", "sda").unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(has(&lines, "process 4242 (smartd) has ") && has(&lines, "(controller nvme0) open: stop it"), "{lines:?}");
+    assert!(
+        has(&lines, "process 4343 (fio) has ") && has(&lines, "(generic device of namespace 2 of nvme0)"),
+        "{lines:?}"
+    );
+    assert!(has(&lines, "process 4444 (dd)"), "{lines:?}");
+}
+
+#[test]
+fn a_busy_exclusive_open_is_refused() {
+    let (_dir, t) = drive();
+    t.flag_node("nvme0n2", "busy").unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("the kernel reports ") && lines[0].contains("busy (an exclusive open failed with EBUSY)"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn every_finding_is_reported_at_once() {
+    let (_dir, mut t) = drive();
+    t.mount("nvme0n1p1", "/mnt/a", "ext4").unwrap();
+    t.swap("nvme0n2").unwrap();
+    let lines = refused(&t, &SafetyOptions::default());
+    assert_eq!(lines.len(), 4, "allow, serial, mount, swap: {lines:?}");
+}
+
+#[test]
+fn the_other_controllers_of_the_subsystem_are_checked() {
+    let (_dir, mut t) = drive();
+    t.controller(1, 0, "SN-1").unwrap();
+    t.namespace(1, 3, 3).unwrap();
+    t.mount("nvme1n3", "/backup", "ext4").unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "(namespace 3 of nvme1, same NVM subsystem as nvme0) is mounted at /backup"), "{lines:?}");
+    // A controller of another subsystem is not the drive under test.
+    let (_dir2, mut u) = drive();
+    u.controller(1, 1, "OTHER").unwrap();
+    u.namespace(1, 3, 3).unwrap();
+    u.mount("nvme1n3", "/backup", "ext4").unwrap();
+    let cases = [case("namespaces", "create", true)];
+    let refs: Vec<&ExpandedCase> = cases.iter().collect();
+    assert!(gate(&u.host(), &u.node("nvme0"), &refs, &allowed()).is_ok());
+}
+
+#[test]
+fn a_mounted_multipath_head_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = FakeTree::new(dir.path()).unwrap();
+    t.controller(0, 0, "SN-1").unwrap();
+    t.controller(1, 0, "SN-1").unwrap();
+    t.multipath_namespace(0, 0, 1, 1).unwrap();
+    t.multipath_namespace(0, 1, 1, 1).unwrap();
+    t.mount("nvme0n1", "/shared", "xfs").unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "is mounted at /shared (xfs)"), "{lines:?}");
+}
+
+#[test]
+fn views_that_cannot_be_read_refuse_the_run() {
+    let (_dir, t) = drive();
+    std::fs::remove_file(t.root().join("proc/self/mountinfo")).unwrap();
+    std::fs::remove_file(t.root().join("proc/swaps")).unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "mountinfo") && has(&lines, "mount /proc so that mounts can be checked"), "{lines:?}");
+    assert!(has(&lines, "mount /proc so that swap can be checked"), "{lines:?}");
+
+    // A process whose open files cannot be listed.
+    let (_dir, t) = drive();
+    let p = t.root().join("proc/777");
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::write(p.join("comm"), "secret\n").unwrap();
+    std::fs::write(p.join("fd"), "not a directory").unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "cannot see which files process 777 (secret) has open"), "{lines:?}");
+}
+
+#[test]
+fn filter_and_preserve_decide_which_destructive_cases_run() {
+    let suites = [suite("namespaces", true, &["create", "delete"]), suite("basics", false, &["identify"])];
+    let all = Arguments::default();
+    let names =
+        |cases: Vec<&ExpandedCase>| cases.iter().map(|c| format!("{}::{}", c.suite, c.name)).collect::<Vec<_>>();
+    assert_eq!(names(destructive_cases(&suites, &all, false)), ["namespaces::create", "namespaces::delete"]);
+    assert!(destructive_cases(&suites, &all, true).is_empty());
+    let filtered = Arguments { filter: Some("basics".into()), ..Arguments::default() };
+    assert!(destructive_cases(&suites, &filtered, false).is_empty());
+    let one = Arguments { filter: Some("namespaces::delete".into()), exact: true, ..Arguments::default() };
+    assert_eq!(names(destructive_cases(&suites, &one, false)), ["namespaces::delete"]);
+}
+
+fn options(target: RunTarget, safety: SafetyOptions, dir: &tempfile::TempDir) -> RunOptions {
+    RunOptions {
+        target,
+        safety,
+        filter: None,
+        exact: false,
+        list: false,
+        junit: None,
+        console_file: Some(dir.path().join("console.txt")),
+        expect: None,
+    }
+}
+
+#[test]
+fn a_run_on_a_used_drive_is_refused_before_the_device_opens() {
+    let (dir, mut t) = drive();
+    t.mount("nvme0n1p1", "/mnt/data", "ext4").unwrap();
+    let suites = [suite("namespaces", true, &["create"])];
+    let o = options(RunTarget::Kernel(t.node("nvme0")), allowed(), &dir);
+    let e = run_on(&t.host(), &suites, &o).unwrap_err();
+    let RunError::Refused(text) = &e else { panic!("{e:?}") };
+    assert!(
+        text.starts_with(&format!(
+            "refusing to run destructive cases on {} (nothing was sent to it):",
+            t.node("nvme0").display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("\n  ") && text.contains("is mounted at /mnt/data"), "{text}");
+}
+
+#[test]
+fn with_preserve_the_gate_lets_the_run_reach_the_device() {
+    // The fake controller is a regular file: opening it as a device fails (ENOTTY), which
+    // shows the run got past the gate to the open.
+    let (dir, mut t) = drive();
+    t.mount("nvme0n1p1", "/", "ext4").unwrap();
+    let suites = [suite("namespaces", true, &["create"])];
+    let preserve = SafetyOptions { preserve: true, ..SafetyOptions::default() };
+    let o = options(RunTarget::Kernel(t.node("nvme0")), preserve, &dir);
+    let e = run_on(&t.host(), &suites, &o).unwrap_err();
+    let RunError::Target(text) = &e else { panic!("{e:?}") };
+    assert!(text.contains("does not answer the NVMe passthrough ioctls (ENOTTY)"), "{text}");
+}
