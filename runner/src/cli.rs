@@ -74,8 +74,9 @@ pub struct RunArgs {
     /// drive is found unused (not needed for sim and QEMU, which are disposable).
     #[arg(long)]
     pub allow_destructive: bool,
-    /// On a drive of the Linux driver: the controller serial (Identify Controller SN) you
-    /// expect; destructive cases run only when it matches.
+    /// The controller serial (Identify Controller SN) you expect, required for destructive
+    /// cases on a drive of the Linux driver; when given, destructive cases run only if it
+    /// matches, on any target.
     #[arg(long, value_name = "SN")]
     pub confirm_serial: Option<String>,
     /// Runs only the non-destructive cases; destructive ones are reported as skipped.
