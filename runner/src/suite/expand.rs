@@ -95,7 +95,7 @@ fn expand_one(
         title: case.title.clone(),
         rule: case.rule.clone(),
         requires,
-        destructive: suite.destructive,
+        destructive: case.destructive.unwrap_or(suite.destructive),
         advisory: case.advisory,
         steps,
         params: combination,

@@ -42,6 +42,11 @@ pub struct Case {
     pub rule: String,
     #[serde(default)]
     pub requires: Vec<Requirement>,
+    /// Overrides the suite's `destructive` for this case. `false` is allowed only when
+    /// every step only reads (identify, check, verify, compare, and io reads/compares/
+    /// flushes): such cases run under `--preserve`.
+    #[serde(default)]
+    pub destructive: Option<bool>,
     /// `true` when the specification's text does not clearly require what the case
     /// checks (nvtest could not confirm a "shall"): a violation is then reported as a
     /// warning, which does not fail the run, instead of a failure.

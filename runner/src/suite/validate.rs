@@ -23,6 +23,16 @@ pub struct Problem {
 }
 
 /// Checks `suite` (read from the file `tree` was read from); no problems means it expands.
+/// Whether a step only reads from the drive (allowed in a `destructive: false` case).
+fn reads_only(step: &super::model::Step) -> bool {
+    use super::model::{IoOp, Step};
+    match step {
+        Step::Identify { .. } | Step::Check(_) | Step::Verify { .. } | Step::Compare { .. } => true,
+        Step::Io { op, .. } => matches!(op, IoOp::Read | IoOp::Compare | IoOp::Flush),
+        _ => false,
+    }
+}
+
 pub fn validate(suite: &Suite, tree: &Node, expected_name: Option<&str>) -> Vec<Problem> {
     let mut v = Validator { tree, problems: Vec::new() };
     v.suite(suite, expected_name);
@@ -123,6 +133,16 @@ impl Validator<'_> {
     }
 
     fn case(&mut self, case: &super::model::Case, case_path: &[Seg]) {
+        if case.destructive == Some(false) {
+            if let Some(k) = case.steps.iter().position(|s| !reads_only(s)) {
+                self.at(
+                    &[case_path, &[key("steps"), Seg::Index(k)]].concat(),
+                    "this step changes the drive, so the case cannot be `destructive: false`; \
+                     only identify, check, verify, compare and io read/compare/flush steps may be"
+                        .to_string(),
+                );
+            }
+        }
         let matrix_path = [case_path, &[key("matrix")]].concat();
         for (name, values) in &case.matrix {
             let key_path = [matrix_path.clone(), vec![key(name)]].concat();
