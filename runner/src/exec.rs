@@ -124,7 +124,9 @@ impl Session {
         if let Verdict::Error(_) = verdict {
             // The case may have left the controller mid-command: start the next one clean.
             match self.device.recover() {
-                Ok(()) => log.push("controller reset after the error".into()),
+                Ok(()) => {
+                    log.push("target recovered after the error (a controller reset where nvtest drives it)".into())
+                }
                 Err(e) => {
                     log.push(format!("controller reset after the error failed: {e}"));
                     log.push(self.reopen());

@@ -41,8 +41,13 @@ pub enum StepError {
 }
 
 impl From<DeviceError> for StepError {
+    /// A command the target cannot send at all (a kernel target refusing an NSID with no
+    /// device node) skips the case with that reason; anything else is nvtest's error.
     fn from(e: DeviceError) -> Self {
-        StepError::Error(e.to_string())
+        match e {
+            DeviceError::Unsupported(reason) => StepError::Skip(format!("not possible on this target: {reason}")),
+            other => StepError::Error(other.to_string()),
+        }
     }
 }
 
