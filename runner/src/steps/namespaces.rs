@@ -155,23 +155,9 @@ pub fn create(
     blocks: &Blocks,
     expect: Option<&Expect>,
 ) -> StepResult {
-    let (index, size) = match (lbads, lbaf) {
-        (Some(l), None) => {
-            let size = param(l)? as u64;
-            (format_index(ctx, size)?, size)
-        }
-        (None, Some(f)) => {
-            let index = param(f)?;
-            let supported = ctx.facts.formats.len();
-            if (index as usize) < supported {
-                return Err(StepError::Skip(format!(
-                    "LBA format index {index} is supported (NLBAF + 1 = {supported}); no unsupported index to send"
-                )));
-            }
-            (index, 512)
-        }
-        _ => return Err(StepError::Error("create_namespace takes exactly one of lbads and lbaf".into())),
-    };
+    let (index, size) = chosen_format(ctx, "create_namespace", lbads, lbaf)?;
+    // A raw (unsupported) index has no data size; capacity is counted in 512-byte blocks.
+    let size = size.unwrap_or(512);
     let nsze = match blocks {
         Blocks::Named(BlocksName::Remaining) => unallocated_blocks(ctx, size)?,
         Blocks::Named(BlocksName::MoreThanRemaining) => unallocated_blocks(ctx, size)? + 1,
@@ -248,23 +234,7 @@ pub fn format(
 ) -> StepResult {
     let target = resolve::ns_one(ctx, ns)?;
     let nsid = target.nsid(ctx);
-    let (index, size) = match (lbads, lbaf) {
-        (Some(l), None) => {
-            let size = param(l)? as u64;
-            (format_index(ctx, size)?, Some(size))
-        }
-        (None, Some(f)) => {
-            let index = param(f)?;
-            let supported = ctx.facts.formats.len();
-            if (index as usize) < supported {
-                return Err(StepError::Skip(format!(
-                    "LBA format index {index} is supported (NLBAF + 1 = {supported}); no unsupported index to send"
-                )));
-            }
-            (index, None)
-        }
-        _ => return Err(StepError::Error("format takes exactly one of lbads and lbaf".into())),
-    };
+    let (index, size) = chosen_format(ctx, "format", lbads, lbaf)?;
     let what = format!("Format NVM NSID {nsid:#x} LBAF {index} SES 0");
     let c = ctx.admin(&what, format_nvm(nsid, FormatNvm::new().with_lbaf(index)), Data::None)?;
     ctx.expect(&what, &c, expect)?;
@@ -299,6 +269,34 @@ pub fn refresh(ctx: &mut CaseContext<'_>, i: usize) -> StepResult {
     entry.block_size = ns.lba_data_size().unwrap_or(0);
     entry.dealloc_read = DeallocatedRead::from_dlfeat(ns.dlfeat.into_bits());
     Ok(())
+}
+
+/// The LBA format a step asks for: by data size (a supported format, else the case is
+/// skipped), or as a raw index that must be unsupported (the step checks the rejection),
+/// with the data size when known.
+fn chosen_format(
+    ctx: &CaseContext<'_>,
+    step: &str,
+    lbads: Option<&Param<u32>>,
+    lbaf: Option<&Param<u8>>,
+) -> StepResult<(u8, Option<u64>)> {
+    match (lbads, lbaf) {
+        (Some(l), None) => {
+            let size = param(l)? as u64;
+            Ok((format_index(ctx, size)?, Some(size)))
+        }
+        (None, Some(f)) => {
+            let index = param(f)?;
+            let supported = ctx.facts.formats.len();
+            if (index as usize) < supported {
+                return Err(StepError::Skip(format!(
+                    "LBA format index {index} is supported (NLBAF + 1 = {supported}); no unsupported index to send"
+                )));
+            }
+            Ok((index, None))
+        }
+        _ => Err(StepError::Error(format!("{step} takes exactly one of lbads and lbaf"))),
+    }
 }
 
 fn format_index(ctx: &CaseContext<'_>, size: u64) -> StepResult<u8> {
