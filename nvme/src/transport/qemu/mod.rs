@@ -252,6 +252,9 @@ impl QemuMachine {
     pub fn start(config: QemuConfig) -> Result<QemuMachine, TransportError> {
         config.validate()?;
         let ram_bytes = config.ram_bytes();
+        // Files are created and registered with the registry held, so a SIGINT/SIGTERM
+        // arriving in between waits for the registration and cleans them too.
+        let starting = process::hold_for_start()?;
         let dir = tempfile::Builder::new()
             .prefix("nvtest-qemu-")
             .tempdir()
@@ -262,7 +265,7 @@ impl QemuMachine {
             .map_err(|e| other("cannot create the guest RAM file in /dev/shm", e))?;
         ram.as_file().set_len(ram_bytes).map_err(|e| other("cannot size the guest RAM file", e))?;
         let ram_path = ram.path().to_owned();
-        let id = process::register(dir.path(), &ram_path).map_err(|e| other("QEMU cleanup", e))?;
+        let id = process::register_held(starting, dir.path(), &ram_path);
 
         let prepared = prepare(&config, dir.path(), &ram_path);
         let (cmd, listener, qmp_path) = match prepared {

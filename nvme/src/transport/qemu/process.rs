@@ -43,13 +43,21 @@ fn registry() -> MutexGuard<'static, BTreeMap<u64, Entry>> {
     REGISTRY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Lists a machine's files before QEMU starts, so an interrupt during start-up cleans
-/// them too. Installs the signal watcher on first use.
-pub(crate) fn register(dir: &Path, shm: &Path) -> io::Result<u64> {
-    install_signal_watcher()?;
+/// The registry held while a machine's files are created: the signal watcher cannot
+/// clean up (and exit) between their creation and [`register_held`].
+pub(crate) struct StartGuard(MutexGuard<'static, BTreeMap<u64, Entry>>);
+
+/// Installs the signal watcher, then holds the registry for a machine's start.
+pub(crate) fn hold_for_start() -> Result<StartGuard, crate::transport::TransportError> {
+    install_signal_watcher().map_err(|e| crate::transport::TransportError::Other(format!("QEMU cleanup: {e}")))?;
+    Ok(StartGuard(registry()))
+}
+
+/// [`register`] under the guard of [`hold_for_start`], releasing it.
+pub(crate) fn register_held(mut guard: StartGuard, dir: &Path, shm: &Path) -> u64 {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    registry().insert(id, Entry { pid: None, dir: dir.to_owned(), shm: Some(shm.to_owned()) });
-    Ok(id)
+    guard.0.insert(id, Entry { pid: None, dir: dir.to_owned(), shm: Some(shm.to_owned()) });
+    id
 }
 
 /// Forgets a machine whose QEMU never started (its files are removed by their owners).
@@ -327,7 +335,7 @@ mod tests {
         let dir_path = dir.path().to_owned();
         let shm = dir_path.join("ram");
         std::fs::write(&shm, b"").unwrap();
-        let id = register(&dir_path, &shm).unwrap();
+        let id = register_held(hold_for_start().unwrap(), &dir_path, &shm);
         let mut cmd = Command::new("sleep");
         cmd.arg("30");
         let mut process = Process::spawn(id, cmd, dir, dir_path.join("stderr")).unwrap();
