@@ -9,7 +9,6 @@
 pub mod cli;
 pub mod data;
 pub mod exec;
-pub mod guest;
 pub mod report;
 pub mod rules;
 pub mod run;
