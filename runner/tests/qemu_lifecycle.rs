@@ -61,11 +61,17 @@ fn start(args: &[&str], label: &str) -> Run {
     Run { child, marker, tmp }
 }
 
-/// Waits until a QEMU of this run is up (a marked process other than nvtest itself).
+/// Whether `pid` runs QEMU: not nvtest itself, nor a child forked for QEMU that has
+/// not yet called exec (it carries the marker too, under the launcher thread's name).
+fn is_qemu(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.starts_with("qemu"))
+}
+
+/// Waits until a QEMU of this run is up (a marked process running QEMU).
 fn wait_for_qemu(run: &Run) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Some(pid) = marked_processes(&run.marker).into_iter().find(|&p| p != run.child.id()) {
+        if let Some(pid) = marked_processes(&run.marker).into_iter().find(|&p| is_qemu(p)) {
             return pid;
         }
         assert!(Instant::now() < deadline, "no QEMU came up for {}", run.marker);
@@ -103,14 +109,18 @@ fn nothing_is_left_behind_after_normal_interrupted_and_killed_runs() {
     let (code, text) = finish(run, &shm_before);
     assert_eq!(code, Some(0), "{text}");
 
-    // Interrupted with SIGINT once QEMU is up: exits 130.
-    let run = start(&["--suite", "namespaces", "--suite", "trim", "qemu:ns32"], "sigint");
-    wait_for_qemu(&run);
-    std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) }, 0);
-    let (code, text) = finish(run, &shm_before);
-    assert_eq!(code, Some(130), "{text}");
+    // Interrupted with SIGINT once QEMU is up: exits 130. At several moments, since a run
+    // is quick here and the target is restarted in it (a case that kills QEMU): a signal
+    // arriving while a machine starts must find every file of it.
+    for delay_ms in [0, 60, 150, 300, 500] {
+        let run = start(&["--suite", "namespaces", "--suite", "trim", "qemu:ns32"], &format!("sigint{delay_ms}"));
+        wait_for_qemu(&run);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) }, 0);
+        let (code, text) = finish(run, &shm_before);
+        assert_eq!(code, Some(130), "SIGINT after {delay_ms} ms:\n{text}");
+    }
 
     // QEMU killed under a running suite: the case in flight errors with QEMU's fate,
     // nvtest opens the target again for the next case, and the run ends (exit 1).

@@ -252,8 +252,9 @@ impl QemuMachine {
     pub fn start(config: QemuConfig) -> Result<QemuMachine, TransportError> {
         config.validate()?;
         let ram_bytes = config.ram_bytes();
-        // Files are created and registered with the registry held, so a SIGINT/SIGTERM
-        // arriving in between waits for the registration and cleans them too.
+        // Every file nvtest creates for the machine is created, and QEMU is spawned, with
+        // the registry held: a SIGINT/SIGTERM arriving meanwhile waits, then finds them
+        // all registered (QEMU's own qmp.sock is removed after QEMU is reaped).
         let starting = process::hold_for_start()?;
         let dir = tempfile::Builder::new()
             .prefix("nvtest-qemu-")
@@ -265,18 +266,12 @@ impl QemuMachine {
             .map_err(|e| other("cannot create the guest RAM file in /dev/shm", e))?;
         ram.as_file().set_len(ram_bytes).map_err(|e| other("cannot size the guest RAM file", e))?;
         let ram_path = ram.path().to_owned();
-        let id = process::register_held(starting, dir.path(), &ram_path);
+        let registered = process::register_held(starting, dir.path(), &ram_path);
+        let id = registered.id();
 
-        let prepared = prepare(&config, dir.path(), &ram_path);
-        let (cmd, listener, qmp_path) = match prepared {
-            Ok(p) => p,
-            Err(e) => {
-                process::forget(id);
-                return Err(e);
-            }
-        };
+        let (cmd, listener, qmp_path) = prepare(&config, dir.path(), &ram_path)?;
         let stderr_path = dir.path().join("stderr");
-        let process = Process::spawn(id, cmd, dir, stderr_path).map_err(|e| {
+        let process = Process::spawn(registered, cmd, dir, stderr_path).map_err(|e| {
             TransportError::Other(format!("cannot run {}: {e}; {INSTALL_HINT}", config.binary.display()))
         })?;
         // From here on, dropping `process` kills QEMU and removes the directory.
@@ -411,7 +406,7 @@ impl QemuMachine {
         check_node_name(name)?;
         let dir = self.temp_dir().ok_or_else(|| TransportError::Gone("the machine was shut down".to_owned()))?;
         let path = dir.join(format!("{name}.img"));
-        create_sparse(&path, size_bytes)?;
+        process::while_no_cleanup(|| create_sparse(&path, size_bytes))?;
         Ok(path)
     }
 

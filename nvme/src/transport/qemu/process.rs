@@ -8,7 +8,8 @@
 //!   by SIGKILL.
 //! - A process-wide registry lists every live QEMU with its files. The first machine
 //!   installs a SIGINT/SIGTERM watcher (a thread, via `signal-hook`) that kills every
-//!   registered QEMU, removes its files and exits with 130 / 143. [`cleanup_all`] does
+//!   registered QEMU, removes its files and exits with 130 / 143, holding the registry
+//!   until the end so no new machine starts meanwhile. [`cleanup_all`] does
 //!   the same for a caller with its own signal handling.
 //! - [`Process`] drops by killing QEMU, reaping it and removing its files. Its child is
 //!   reaped only while the registry is locked, so the watcher never signals a pid that
@@ -53,16 +54,48 @@ pub(crate) fn hold_for_start() -> Result<StartGuard, crate::transport::Transport
     Ok(StartGuard(registry()))
 }
 
-/// [`register`] under the guard of [`hold_for_start`], releasing it.
-pub(crate) fn register_held(mut guard: StartGuard, dir: &Path, shm: &Path) -> u64 {
+/// Registers a machine's directory and guest-RAM file under the guard of
+/// [`hold_for_start`], which stays held until [`Process::spawn`]; dropping the returned
+/// value without spawning removes the files and the registration.
+pub(crate) fn register_held(mut guard: StartGuard, dir: &Path, shm: &Path) -> Registered {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     guard.0.insert(id, Entry { pid: None, dir: dir.to_owned(), shm: Some(shm.to_owned()) });
-    id
+    Registered { guard: Some(guard), id }
 }
 
-/// Forgets a machine whose QEMU never started (its files are removed by their owners).
-pub(crate) fn forget(id: u64) {
-    registry().remove(&id);
+/// A registered machine whose QEMU is not spawned yet; the registry is held meanwhile.
+pub(crate) struct Registered {
+    guard: Option<StartGuard>,
+    id: u64,
+}
+
+impl Registered {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Drop for Registered {
+    /// Never spawned (an error while preparing): the files go now, still under the
+    /// registry, so no signal can slip in between forgetting them and removing them.
+    fn drop(&mut self) {
+        if let Some(mut guard) = self.guard.take() {
+            if let Some(entry) = guard.0.remove(&self.id) {
+                let _ = std::fs::remove_dir_all(&entry.dir);
+                if let Some(shm) = entry.shm {
+                    let _ = std::fs::remove_file(shm);
+                }
+            }
+        }
+    }
+}
+
+/// Runs `create` (which creates a file in a machine's directory) while no cleanup can
+/// run, so the file is either created before the cleanup removes the directory, or
+/// never (the cleanup holds the registry until the process exits).
+pub(crate) fn while_no_cleanup<T>(create: impl FnOnce() -> T) -> T {
+    let _held = registry();
+    create()
 }
 
 /// Records that the guest-RAM file no longer has a name.
@@ -75,13 +108,13 @@ pub(crate) fn shm_unlinked(id: u64) {
 /// Kills every QEMU nvtest started and removes their temporary files. For signal
 /// handlers and fatal-error paths; machines still referenced afterwards report `Gone`.
 pub fn cleanup_all() {
-    kill_all_and_remove_files();
+    kill_all_and_remove_files(&mut registry());
 }
 
-/// [`cleanup_all`], returning the pids it killed (not reaped: their `Process` owns that).
-fn kill_all_and_remove_files() -> Vec<u32> {
+/// [`cleanup_all`] on a locked registry, returning the pids it killed (not reaped: their
+/// `Process` owns that).
+fn kill_all_and_remove_files(map: &mut BTreeMap<u64, Entry>) -> Vec<u32> {
     let mut killed = Vec::new();
-    let mut map = registry();
     for entry in map.values_mut() {
         if let Some(pid) = entry.pid.take() {
             // SAFETY: plain syscall. The pid is not reaped (reaping happens under this
@@ -89,6 +122,11 @@ fn kill_all_and_remove_files() -> Vec<u32> {
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
             killed.push(pid);
         }
+    }
+    // A QEMU that got SIGKILL may finish the system call it was in (creating its QMP
+    // socket, say) before it dies: wait until it is gone, then remove.
+    wait_gone(&killed);
+    for entry in map.values_mut() {
         let _ = std::fs::remove_dir_all(&entry.dir);
         if let Some(shm) = entry.shm.take() {
             let _ = std::fs::remove_file(shm);
@@ -97,12 +135,33 @@ fn kill_all_and_remove_files() -> Vec<u32> {
     killed
 }
 
+/// Waits (at most one second: a process stuck in the kernel) until the killed children
+/// have died, without reaping them: their `Process` or [`reap_before_exit`] does that.
+fn wait_gone(pids: &[u32]) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    for &pid in pids {
+        loop {
+            // SAFETY: all-zero is a valid siginfo_t.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: plain syscall on our own child into a valid siginfo_t; WNOWAIT
+            // leaves it a zombie. si_pid stays 0 while it is still running.
+            let waited =
+                unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+            // SAFETY: reading the union field waitid filled (or left zero).
+            if waited != 0 || unsafe { info.si_pid() } != 0 || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 /// Reaps killed children before the process exits, so no zombie waits for init to
 /// collect it; gives up after one second (a child stuck in the kernel).
 fn reap_before_exit(pids: &[u32]) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    let deadline = Instant::now() + Duration::from_secs(1);
     let mut left: Vec<u32> = pids.to_vec();
-    while !left.is_empty() && std::time::Instant::now() < deadline {
+    while !left.is_empty() && Instant::now() < deadline {
         // SAFETY: plain syscall on our own children; nothing else will wait for them,
         // the process exits right after.
         left.retain(|&pid| unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), libc::WNOHANG) } == 0);
@@ -119,7 +178,11 @@ fn install_signal_watcher() -> io::Result<()> {
             .name("nvtest-qemu-signals".into())
             .spawn(move || {
                 if let Some(signal) = signals.forever().next() {
-                    let killed = kill_all_and_remove_files();
+                    // The registry stays locked until the process is gone: a thread that
+                    // sees its QEMU die and opens the target again blocks in
+                    // `hold_for_start` instead of creating files nobody would remove.
+                    let mut map = registry();
+                    let killed = kill_all_and_remove_files(&mut map);
                     reap_before_exit(&killed);
                     std::process::exit(128 + signal);
                 }
@@ -178,24 +241,24 @@ pub(crate) struct Process {
 }
 
 impl Process {
-    /// Spawns `cmd` for the registered machine `id` (see [`register`]); the directory is
-    /// removed when the process is dropped. On error the registration is dropped.
-    pub(crate) fn spawn(id: u64, cmd: Command, dir: tempfile::TempDir, stderr: PathBuf) -> io::Result<Process> {
-        // Registering the pid happens under the registry lock, so the signal watcher
+    /// Spawns `cmd` for the `registered` machine; the directory is removed when the
+    /// process is dropped. On error the registration is dropped.
+    pub(crate) fn spawn(
+        mut registered: Registered,
+        cmd: Command,
+        dir: tempfile::TempDir,
+        stderr: PathBuf,
+    ) -> io::Result<Process> {
+        // The pid is recorded before the registry is released, so the signal watcher
         // sees either no pid or a live one.
-        let mut map = registry();
-        let child = match spawn_with_death_signal(cmd) {
-            Ok(child) => child,
-            Err(e) => {
-                map.remove(&id);
-                return Err(e);
-            }
-        };
+        let child = spawn_with_death_signal(cmd)?;
         let pid = child.id();
-        if let Some(entry) = map.get_mut(&id) {
-            entry.pid = Some(pid);
+        let id = registered.id;
+        if let Some(mut guard) = registered.guard.take() {
+            if let Some(entry) = guard.0.get_mut(&id) {
+                entry.pid = Some(pid);
+            }
         }
-        drop(map);
         Ok(Process { id, child, pid, exit: None, dir: Some(dir), stderr })
     }
 
@@ -335,10 +398,11 @@ mod tests {
         let dir_path = dir.path().to_owned();
         let shm = dir_path.join("ram");
         std::fs::write(&shm, b"").unwrap();
-        let id = register_held(hold_for_start().unwrap(), &dir_path, &shm);
+        let registered = register_held(hold_for_start().unwrap(), &dir_path, &shm);
+        let id = registered.id();
         let mut cmd = Command::new("sleep");
         cmd.arg("30");
-        let mut process = Process::spawn(id, cmd, dir, dir_path.join("stderr")).unwrap();
+        let mut process = Process::spawn(registered, cmd, dir, dir_path.join("stderr")).unwrap();
         let pid = process.pid();
         assert_eq!(process.state(), "is still running");
         drop(process);
