@@ -11,6 +11,10 @@ log() { printf '\n==> %s\n' "$*"; }
 need_apt=()
 command -v fio >/dev/null || need_apt+=(fio)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+# The Linux-guest lane's recipe (fixtures/guest/build.sh): GNU cpio for the initramfs,
+# xz for the kernel image; the Debian packages it boots come with apt-get download.
+command -v cpio >/dev/null || need_apt+=(cpio)
+command -v xz >/dev/null || need_apt+=(xz-utils)
 if ((${#need_apt[@]})); then
   log "installing ${need_apt[*]}"
   apt-get update -qq
@@ -36,6 +40,13 @@ if ! python3 -c 'import junitparser' 2>/dev/null; then
   log "installing junitparser (Python) for the JUnit consumer test"
   python3 -m pip install -q junitparser || python3 -m pip install -q --break-system-packages junitparser
 fi
+
+if command -v rustup >/dev/null && [[ $'\n'$(rustup target list --installed)$'\n' != *$'\n'x86_64-unknown-linux-gnu$'\n'* ]]; then
+  log "adding the x86_64-unknown-linux-gnu target (the guest's static nvtest)"
+  rustup target add x86_64-unknown-linux-gnu
+fi
+log "the Linux-guest lane's kernel and initramfs (fixtures/guest/build.sh; cached in target/guest)"
+bash fixtures/guest/build.sh
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

@@ -4,7 +4,14 @@
 //! (`fixtures/sim/NAME.yaml`, embedded in the binary) and `sim:PATH.yaml`; `qemu` (the
 //! default topology), `qemu:NAME` (`fixtures/qemu/NAME.yaml`, embedded) and
 //! `qemu:PATH.yaml`: QEMU started with that topology, its first controller driven by
-//! nvtest's own host driver.
+//! nvtest's own host driver. `qemu-linux` (the default topology), `qemu-linux:NAME` and
+//! `qemu-linux:PATH.yaml`: QEMU with that topology booting a Linux guest, in which
+//! nvtest runs against the first controller through the Linux NVMe driver
+//! ([`crate::guest`]; a different execution model, not opened here).
+//!
+//! A controller of the Linux driver on this machine (`/dev/nvmeN`) is
+//! [`crate::run::RunTarget::Kernel`], not a [`TargetSpec`]: it is opened only behind
+//! the safety gate ([`crate::safety`]).
 
 use std::path::PathBuf;
 
@@ -27,6 +34,36 @@ pub enum TargetSpec {
     QemuTopology(String),
     /// QEMU with a topology file.
     QemuFile(PathBuf),
+    /// QEMU with a topology, booting a Linux guest that runs nvtest against the first
+    /// controller through the Linux NVMe driver ([`crate::guest`]).
+    QemuLinux(TopologyRef),
+}
+
+/// Which topology a `qemu-linux` target names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopologyRef {
+    /// A shipped topology (`fixtures/qemu/NAME.yaml`, embedded).
+    Builtin(String),
+    /// A topology file.
+    File(PathBuf),
+}
+
+impl TopologyRef {
+    /// Loads the topology; the error is one line (with file:line:column).
+    pub fn load(&self) -> Result<Topology, String> {
+        match self {
+            TopologyRef::Builtin(name) => Topology::builtin(name).map_err(|e| e.to_string()),
+            TopologyRef::File(path) => Topology::from_path(path).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// As written after `qemu-linux:`.
+    pub fn describe(&self) -> String {
+        match self {
+            TopologyRef::Builtin(name) => name.clone(),
+            TopologyRef::File(path) => path.display().to_string(),
+        }
+    }
 }
 
 /// The profile used by `sim` and when TARGET is omitted.
@@ -41,6 +78,9 @@ impl TargetSpec {
         }
         if text == "qemu" {
             return Ok(TargetSpec::QemuTopology(DEFAULT_TOPOLOGY.to_string()));
+        }
+        if text == "qemu-linux" {
+            return Ok(TargetSpec::QemuLinux(TopologyRef::Builtin(DEFAULT_TOPOLOGY.to_string())));
         }
         let is_file = |rest: &str| rest.ends_with(".yaml") || rest.ends_with(".yml") || rest.contains('/');
         let is_name =
@@ -61,9 +101,18 @@ impl TargetSpec {
                 return Ok(TargetSpec::QemuTopology(rest.to_string()));
             }
         }
+        if let Some(rest) = text.strip_prefix("qemu-linux:") {
+            if is_file(rest) {
+                return Ok(TargetSpec::QemuLinux(TopologyRef::File(PathBuf::from(rest))));
+            }
+            if is_name(rest) {
+                return Ok(TargetSpec::QemuLinux(TopologyRef::Builtin(rest.to_string())));
+            }
+        }
         Err(format!(
             "unknown target `{text}`: expected `sim`, `sim:PROFILE` (a name in fixtures/sim), `sim:PATH.yaml`, \
-             `qemu` (topology {DEFAULT_TOPOLOGY}), `qemu:TOPOLOGY` (a name in fixtures/qemu) or `qemu:PATH.yaml`"
+             `qemu` (topology {DEFAULT_TOPOLOGY}), `qemu:TOPOLOGY` (a name in fixtures/qemu), `qemu:PATH.yaml`, \
+             `qemu-linux`, `qemu-linux:TOPOLOGY` or `qemu-linux:PATH.yaml` (a Linux guest on QEMU)"
         ))
     }
 
@@ -74,6 +123,7 @@ impl TargetSpec {
             TargetSpec::SimFile(path) => format!("sim:{}", path.display()),
             TargetSpec::QemuTopology(name) => format!("qemu:{name}"),
             TargetSpec::QemuFile(path) => format!("qemu:{}", path.display()),
+            TargetSpec::QemuLinux(topology) => format!("qemu-linux:{}", topology.describe()),
         }
     }
 }
@@ -98,6 +148,11 @@ pub fn open(spec: &TargetSpec) -> Result<Box<dyn Device>, String> {
             let topology = Topology::from_path(path).map_err(|e| e.to_string())?;
             open_qemu(&topology)
         }
+        TargetSpec::QemuLinux(_) => Err(format!(
+            "{}: nvtest runs inside the Linux guest there, so the target is not opened in this process; \
+             nvtest's command line runs it (nvtest::guest::run)",
+            spec.describe()
+        )),
     }
 }
 
@@ -230,6 +285,28 @@ mod tests {
         assert!(e.contains("expected `sim`") && e.contains("`qemu:TOPOLOGY`") && e.contains("`qemu:PATH.yaml`"), "{e}");
         assert!(TargetSpec::parse("qemu:").is_err());
         assert!(TargetSpec::parse("qemu:a b").is_err());
+    }
+
+    #[test]
+    fn qemu_linux_targets() {
+        let builtin = |n: &str| TargetSpec::QemuLinux(TopologyRef::Builtin(n.into()));
+        assert_eq!(TargetSpec::parse("qemu-linux").unwrap(), builtin(DEFAULT_TOPOLOGY));
+        assert_eq!(TargetSpec::parse("qemu-linux:ns32").unwrap(), builtin("ns32"));
+        assert_eq!(
+            TargetSpec::parse("qemu-linux:lab/t.yaml").unwrap(),
+            TargetSpec::QemuLinux(TopologyRef::File("lab/t.yaml".into()))
+        );
+        assert!(TargetSpec::parse("qemu-linux:").is_err());
+        let e = TargetSpec::parse("qemu-linux:a b").unwrap_err();
+        assert!(e.contains("`qemu-linux:TOPOLOGY`"), "{e}");
+        for text in ["qemu-linux:ns32", "qemu-linux:x/y.yaml"] {
+            assert_eq!(TargetSpec::parse(text).unwrap().describe(), text);
+        }
+        assert_eq!(TargetSpec::parse("qemu-linux").unwrap().describe(), "qemu-linux:ns32");
+        let e = open(&builtin("ns32")).err().unwrap();
+        assert!(e.starts_with("qemu-linux:ns32: nvtest runs inside the Linux guest"), "{e}");
+        let e = TopologyRef::Builtin("nope".into()).load().unwrap_err();
+        assert!(e.contains("unknown QEMU topology `nope`"), "{e}");
     }
 
     #[test]

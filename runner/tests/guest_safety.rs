@@ -1,0 +1,104 @@
+//! The safety gate where it matters, on a drive of the Linux driver: inside the guest of
+//! `qemu-linux:ns32`, where /dev/nvme0 is QEMU's controller (nothing of this machine).
+//!
+//! - with a filesystem mounted on namespace 1, the destructive suites are refused (exit
+//!   2, the mount named) even with every opt-in, and the namespace's data is provably
+//!   unchanged (sha256 of the block device before and after, and the file on it);
+//! - with `--preserve`, the non-destructive cases run and pass on the mounted drive, the
+//!   destructive ones are skipped, and the data is unchanged;
+//! - a serial that is not the controller's is refused, and nothing is written.
+//!
+//! QEMU and the recipe's Debian packages must be available: where they are not, these
+//! tests fail with the reason, never skip. Guests run one at a time (two cores here).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use nvtest::guest::{self, Checksum, GuestOutcome, GuestRequest, SetupStep};
+use nvtest::target::TopologyRef;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// The serial fixtures/qemu/ns32.yaml gives the controller.
+const SERIAL: &str = "NVTQ32000001";
+
+fn suite_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("suites").join(format!("{name}.yaml"))
+}
+
+fn run(setup: Vec<SetupStep>, configure: impl FnOnce(&mut GuestRequest)) -> GuestOutcome {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let target = TopologyRef::Builtin("ns32".into());
+    let mut request = GuestRequest::new(&target, vec![suite_path("namespaces"), suite_path("trim")]).unwrap();
+    request.echo = false;
+    request.setup = setup;
+    configure(&mut request);
+    let outcome = guest::execute(&request).unwrap_or_else(|e| panic!("the guest lane failed: {e}"));
+    println!("guest nvtest exited {}; console:\n{}", outcome.exit_status, outcome.console.join("\n"));
+    outcome
+}
+
+/// The one device checksummed, unchanged: (before, after).
+fn unchanged(checksums: &[Checksum]) -> (String, String) {
+    let find = |when: &str| {
+        checksums
+            .iter()
+            .find(|c| c.when == when)
+            .unwrap_or_else(|| panic!("no checksum {when} nvtest: {checksums:?}"))
+            .clone()
+    };
+    let (before, after) = (find("before"), find("after"));
+    assert_eq!(before.device, after.device);
+    assert_eq!(before.sha256.len(), 64, "{before:?}");
+    assert_eq!(before.sha256, after.sha256, "the data of {} changed", before.device);
+    (before.sha256, after.sha256)
+}
+
+#[test]
+fn a_mounted_namespace_refuses_destructive_suites_and_keeps_its_data() {
+    let outcome = run(vec![SetupStep::Mount(1), SetupStep::Checksum(1)], |r| {
+        r.safety.allow_destructive = true;
+        r.safety.confirm_serial = Some(SERIAL.into());
+    });
+    assert_eq!(outcome.exit_status, 2, "a refusal is exit status 2");
+    let console = outcome.console.join("\n");
+    assert!(console.contains("refusing to run destructive cases on /dev/nvme0"), "{console}");
+    assert!(console.contains("mounted") || console.contains("mount"), "the refusal names the mount: {console}");
+    assert!(outcome.junit.is_none(), "nothing ran, so no report");
+    unchanged(&outcome.checksums);
+    assert!(
+        outcome.stages.iter().any(|s| s.ends_with("keep.txt: nvtest guest: data that must survive")),
+        "the file on the filesystem is still there: {:?}",
+        outcome.stages
+    );
+}
+
+#[test]
+fn preserve_runs_the_non_destructive_cases_on_a_mounted_namespace() {
+    let outcome = run(vec![SetupStep::Mount(1), SetupStep::Checksum(1)], |r| r.safety.preserve = true);
+    let console = outcome.console.join("\n");
+    assert_eq!(outcome.exit_status, 0, "{console}");
+    let junit = outcome.junit.as_deref().expect("a JUnit report");
+    assert!(console.contains("test namespaces::identify-controller") && console.contains("... ok"), "{console}");
+    assert!(console.contains("--preserve keeps the drive's data"), "destructive cases say why they are skipped");
+    let ran = junit.matches("<testcase").count();
+    let skipped = junit.matches("<skipped").count();
+    assert!(ran > skipped && skipped > 0, "{ran} cases, {skipped} skipped:\n{junit}");
+    assert!(!junit.contains("<failure") && !junit.contains("<error"), "{junit}");
+    unchanged(&outcome.checksums);
+}
+
+#[test]
+fn a_serial_that_is_not_the_controllers_is_refused() {
+    let outcome = run(vec![SetupStep::Checksum(1)], |r| {
+        r.safety.allow_destructive = true;
+        r.safety.confirm_serial = Some("NOT-THIS-DRIVE".into());
+    });
+    let console = outcome.console.join("\n");
+    assert_eq!(outcome.exit_status, 2, "{console}");
+    assert!(
+        console.contains("NOT-THIS-DRIVE") && console.contains(SERIAL),
+        "the refusal names both serials: {console}"
+    );
+    unchanged(&outcome.checksums);
+}
