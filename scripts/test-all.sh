@@ -66,4 +66,7 @@ for topology in ns32 dual; do
   target/release/nvtest --suite namespaces --suite trim --expect fixtures/qemu/expected.yaml \
     --junit "reports/qemu-$topology.xml" "qemu:$topology"
 done
+log "nvtest in a Linux guest on QEMU, through the kernel's NVMe driver (fixtures/guest/expected.yaml)"
+target/release/nvtest --suite namespaces --suite trim --expect fixtures/guest/expected.yaml \
+  --junit reports/qemu-linux-ns32.xml qemu-linux:ns32
 log "all tests passed"

@@ -100,6 +100,9 @@ fn setup(ver: u32) -> Setup {
     tree.controller(0, 0, "SN-1").unwrap();
     tree.namespace(0, 1, 1).unwrap();
     tree.namespace(0, 2, 7).unwrap();
+    let limit = tree.controller_dir(0).join("nvme0n2/queue");
+    std::fs::create_dir_all(&limit).unwrap();
+    std::fs::write(limit.join("max_hw_sectors_kb"), "128\n").unwrap();
     let drive = Rc::new(RefCell::new(Drive { ver, active: [1, 7].into(), ..Default::default() }));
     let host = tree.host();
     let ctrl = classify(&host, &tree.node("nvme0")).unwrap();
@@ -166,6 +169,21 @@ fn io_goes_to_the_generic_device_of_its_namespace() {
     let c = s.device.io(1, Command::nvm(NvmOpcode::Write, 1), Data::ToDevice(&data), Data::None).unwrap();
     assert!(c.status().same_code(&Status::LBA_OUT_OF_RANGE));
     assert_eq!(sent(&s)[0].0.as_ref().unwrap(), &s.tree.borrow().node("ng0n1"));
+}
+
+#[test]
+fn a_transfer_beyond_the_kernels_limit_is_unsupported_and_nothing_is_sent() {
+    let mut s = setup(0x0001_0400);
+    sent(&s);
+    let mut buf = vec![0u8; 128 * 1024];
+    let read = Command::nvm(NvmOpcode::Read, 7);
+    assert!(s.device.io(1, read, Data::FromDevice(&mut buf), Data::None).is_ok(), "128 KiB is within the limit");
+    assert_eq!(sent(&s).len(), 1);
+    let mut buf = vec![0u8; 132 * 1024];
+    let e = s.device.io(1, read, Data::FromDevice(&mut buf), Data::None).unwrap_err();
+    let DeviceError::Unsupported(text) = &e else { panic!("{e:?}") };
+    assert!(text.contains("135168-byte transfer") && text.contains("(131072 bytes)"), "{text}");
+    assert!(sent(&s).is_empty());
 }
 
 #[test]

@@ -160,6 +160,11 @@ fn run_suites(args: RunArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // A qemu-linux target runs nvtest inside a Linux guest (crate::guest): the guest's
+    // nvtest does the work, this one boots it and brings the results back.
+    if matches!(args.target, Some(RunTarget::Spec(TargetSpec::QemuLinux(_)))) {
+        return crate::guest::run(&args, &suites);
+    }
     let options = RunOptions {
         target: args
             .target

@@ -32,25 +32,15 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Cases whose verdicts differ between `qemu:ns32` and `qemu-linux:ns32` for a known
 /// reason, each with that reason. A listed case that no longer diverges fails the test,
 /// so the list stays true.
-const KNOWN_DIVERGENCES: &[(&str, &str)] = &[
-    (
-        "namespaces::detach-not-attached",
-        "QEMU 10.0.2 detaches without checking that the namespace is attached and counts a \
+const KNOWN_DIVERGENCES: &[(&str, &str)] = &[(
+    "namespaces::detach-not-attached",
+    "QEMU 10.0.2 detaches without checking that the namespace is attached and counts a \
          namespace's attachments up at every controller enable. On qemu:ns32 nvtest's driver enabled \
          the controller once, so the second detach hits `assert(ns->attached > 0)` and QEMU aborts \
          (error); in the guest SeaBIOS's NVMe driver (at POST) and then Linux enabled it, so the second \
          detach completes successfully (fail). Measured: with `-bios qboot.rom` (no NVMe driver) the \
          guest's QEMU aborts too. One QEMU defect (fixtures/qemu/README.md D3, D4), shown two ways",
-    ),
-    (
-        "namespaces::transfer-beyond-mdts/lbads=512",
-        "nvtest bug on kernel targets: the Linux driver refuses a transfer longer than the queue's \
-         max_hw_sectors_kb (MDTS here) with EINVAL before the drive sees it (blk_rq_map_user_iov), and \
-         nvme::linux reports that as an error instead of skipping the case as needing a \
-         userspace-driver target. Remove once nvme::linux skips it",
-    ),
-    ("namespaces::transfer-beyond-mdts/lbads=4096", "nvtest bug on kernel targets: as transfer-beyond-mdts/lbads=512"),
-];
+)];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -189,8 +189,9 @@ impl LinuxDevice {
         Ok(())
     }
 
-    /// The generic device to send an I/O command for `nsid` on, or why there is none.
-    fn generic_node(&mut self, nsid: u32) -> Result<PathBuf, DeviceError> {
+    /// The generic device to send an I/O command for `nsid` on and the longest transfer
+    /// the kernel passes on it, or why there is none.
+    fn generic_node(&mut self, nsid: u32) -> Result<(PathBuf, Option<u64>), DeviceError> {
         let find = |namespaces: &[NamespaceInfo]| namespaces.iter().find(|ns| ns.nsid == nsid).cloned();
         let ns = match find(&self.namespaces) {
             Some(ns) => Some(ns),
@@ -214,7 +215,7 @@ impl LinuxDevice {
             )));
         };
         match ns.generic.and_then(|g| g.node) {
-            Some(node) => Ok(node),
+            Some(node) => Ok((node, ns.max_transfer_bytes)),
             None => Err(DeviceError::Unsupported(format!(
                 "namespace {nsid} of {} has no generic device node /dev/ngXnY: the Linux driver makes one from \
                  Linux 5.13 on, and devtmpfs (or udev) must be mounted on /dev",
@@ -451,8 +452,16 @@ impl Device for LinuxDevice {
                 "I/O queue {qid}: the Linux driver picks the queue; this target offers queue 1 only"
             )));
         }
-        let node = self.generic_node(cmd.nsid)?;
+        let (node, max_transfer) = self.generic_node(cmd.nsid)?;
         let what = command_name(false, &cmd, Some(&node));
+        if let Some(max) = max_transfer.filter(|&max| data.len() as u64 > max) {
+            return Err(DeviceError::Unsupported(format!(
+                "{what}: a {}-byte transfer; the Linux driver refuses (EINVAL) any longer than the namespace's \
+                 queue/max_hw_sectors_kb ({max} bytes) before the drive sees it; needs a userspace-driver target \
+                 (sim, qemu)",
+                data.len()
+            )));
+        }
         if cmd.flags != 0 {
             return Err(DeviceError::Unsupported(format!(
                 "{what}: FUSE/PSDT flags {:#04x}; the Linux driver passes no command flags",

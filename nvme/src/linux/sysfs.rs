@@ -323,6 +323,10 @@ pub struct NamespaceInfo {
     /// Whether the namespace goes through a native multipath head: I/O sent on its
     /// generic device may then be served by another controller of the subsystem.
     pub multipath: bool,
+    /// The largest data transfer the kernel passes to the drive for this namespace, in
+    /// bytes (the disk's `queue/max_hw_sectors_kb`, from MDTS and the driver's own cap);
+    /// a longer passthrough buffer is refused with EINVAL before the drive sees it.
+    pub max_transfer_bytes: Option<u64>,
 }
 
 /// Why a path is not a controller nvtest can drive: one line naming the problem and the
@@ -529,6 +533,12 @@ fn block_info(host: &Host, name: &str, sysfs: PathBuf) -> BlockInfo {
     BlockInfo { name: name.to_string(), num, node, sysfs }
 }
 
+/// A disk's `queue/max_hw_sectors_kb` in bytes, when the kernel reports it.
+fn max_transfer_bytes(disk: &BlockInfo) -> Option<u64> {
+    let kib: u64 = read_attr(&disk.sysfs.join("queue/max_hw_sectors_kb")).ok()?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// The partitions of a disk: children with a `partition` attribute.
 pub fn partitions(host: &Host, disk: &BlockInfo) -> Result<Vec<BlockInfo>, SysfsError> {
     let mut parts = Vec::new();
@@ -582,14 +592,23 @@ pub fn namespaces(host: &Host, ctrl: &ControllerInfo) -> Result<Vec<NamespaceInf
                 .iter()
                 .find(|n| is_generic_name(n) && head_instance(n) == Some(instance))
                 .and_then(|n| generic_info(host, subsys, n));
-            NamespaceInfo { nsid, disk: head, partitions: Vec::new(), generic, multipath: true }
+            let max_transfer_bytes = head.as_ref().and_then(max_transfer_bytes);
+            NamespaceInfo { nsid, disk: head, partitions: Vec::new(), generic, multipath: true, max_transfer_bytes }
         } else {
             let disk = block_info(host, name, dir);
             let generic = names
                 .iter()
                 .find(|n| is_generic_name(n) && head_instance(n) == Some(instance))
                 .and_then(|n| generic_info(host, &ctrl.sysfs, n));
-            NamespaceInfo { nsid, disk: Some(disk), partitions: Vec::new(), generic, multipath: false }
+            let max_transfer_bytes = max_transfer_bytes(&disk);
+            NamespaceInfo {
+                nsid,
+                disk: Some(disk),
+                partitions: Vec::new(),
+                generic,
+                multipath: false,
+                max_transfer_bytes,
+            }
         };
         found.push(ns);
     }
