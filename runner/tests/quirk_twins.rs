@@ -16,6 +16,9 @@ use nvtest::verdict::Verdict;
 const TWINS: &[(&str, &str, &str, &str)] = &[
     ("namespaces", "identify-controller", "serial-not-ascii", "(SN, MN, FR)"),
     ("namespaces", "identify-controller", "ver-mismatch", "(VER) and §3.1.2"),
+    ("namespaces", "namespaces-as-found", "ncap-exceeds-nsze", "(NSZE, NCAP, NUSE)"),
+    ("namespaces", "namespaces-as-found", "nuse-exceeds-ncap", "(NSZE, NCAP, NUSE)"),
+    ("namespaces", "namespaces-as-found", "flbas-beyond-nlbaf", "(FLBAS, NLBAF)"),
     ("namespaces", "create-32-namespaces", "lbaf-wrong-size", "uses the LBA format the host selected"),
     ("namespaces", "active-namespace-list", "active-list-omits-last", "CNS 02h"),
     ("namespaces", "namespace-sizes", "ncap-exceeds-nsze", "(NSZE, NCAP, NUSE)"),
@@ -152,6 +155,41 @@ fn each_quirk_fails_its_cases_naming_the_rule() {
         }
     }
     assert!(problems.is_empty(), "{} twins did not fail as they should:\n{}", problems.len(), problems.join("\n"));
+}
+
+/// `namespaces-as-found` checks the namespaces a drive already has. The shipped profiles
+/// hold one, too few for an NSID beyond NN or two namespaces sharing an NGUID: on a drive
+/// provisioned with 32, those violations fail it as well, naming their rules, and the
+/// clean drive passes.
+#[test]
+fn namespaces_as_found_judges_a_provisioned_drive_read_only() {
+    let provisioned = || {
+        let mut p = Profile::builtin("enterprise-1.4").unwrap();
+        p.namespaces = (0..32)
+            .map(|i| nvme_sim::profile::InitialNamespace {
+                lbads: if i % 2 == 0 { 512 } else { 4096 },
+                ms: 0,
+                blocks: 4096,
+                attached: true,
+            })
+            .collect();
+        p
+    };
+    let namespaces = suite("namespaces");
+    let case = namespaces.cases.iter().find(|c| c.name == "namespaces-as-found").unwrap();
+    assert!(!case.destructive, "the case runs under --preserve");
+    let mut clean = session(provisioned());
+    let outcome = clean.run_case(case);
+    assert_eq!(outcome.verdict, Verdict::Pass, "{:#?}", outcome.log);
+    for (quirk, rule_fragment) in
+        [(Quirk::NnUnderstated, "CNS 02h"), (Quirk::DuplicateNguid, "§7.11 Unique Identifier")]
+    {
+        let mut s = session(provisioned().with_quirk(quirk));
+        match s.run_case(case).verdict {
+            Verdict::Fail(f) => assert!(f.rule.to_string().contains(rule_fragment), "{quirk:?}: {f}"),
+            other => panic!("{quirk:?}: expected a failure, got {other:?}"),
+        }
+    }
 }
 
 /// DLFEAT 010b (deallocated blocks read as all ones): the trim suite judges against ones,

@@ -188,6 +188,7 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
             namespaces::use_namespaces(ctx, count, lbads, blocks, *create)
         }
         Step::DeleteAllNamespaces {} => namespaces::delete_all(ctx),
+        Step::ExistingNamespaces {} => namespaces::existing_namespaces(ctx),
         Step::CreateNamespace { lbads, lbaf, blocks, expect } => {
             namespaces::create(ctx, lbads.as_ref(), lbaf.as_ref(), blocks, expect.as_ref())
         }

@@ -104,6 +104,31 @@ pub fn use_namespaces(
     Ok(())
 }
 
+/// `existing_namespaces`: the case's set is every active namespace as the drive has it.
+/// Only Identify is sent, so the step is allowed in a `destructive: false` case.
+pub fn existing_namespaces(ctx: &mut CaseContext<'_>) -> StepResult {
+    ctx.set.clear();
+    ctx.map.reset_all();
+    let active = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?;
+    if active.is_empty() {
+        return Err(StepError::Skip("the Active Namespace ID list (CNS 02h) is empty: no namespace to check".into()));
+    }
+    for nsid in active {
+        ctx.set.push(NsEntry {
+            nsid,
+            requested_block_size: 0,
+            block_size: 0,
+            nsze: 0,
+            allocated: true,
+            attached: true,
+            dealloc_read: DeallocatedRead::NotReported,
+        });
+        let i = ctx.set.len() - 1;
+        refresh(ctx, i)?;
+    }
+    Ok(())
+}
+
 /// Attaches to this controller every namespace that was active when the session
 /// opened and is not now (an earlier case detached it), so each case starts from the
 /// drive's provisioned set.

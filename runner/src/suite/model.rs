@@ -291,6 +291,10 @@ pub enum Step {
         #[serde(default)]
         create: bool,
     },
+    /// Sets up the case's namespace set read only: every active namespace as the drive
+    /// has it (Identify CNS 02h, then Identify Namespace each); nothing is created,
+    /// attached, formatted or written. The case is skipped when none is active.
+    ExistingNamespaces {},
     /// Deletes every namespace (Namespace Management, NSID FFFFFFFFh or one by one).
     DeleteAllNamespaces {},
     /// Creates one namespace and, on success, adds it to the set. The format is given

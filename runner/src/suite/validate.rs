@@ -27,7 +27,11 @@ pub struct Problem {
 fn reads_only(step: &super::model::Step) -> bool {
     use super::model::{IoOp, Step};
     match step {
-        Step::Identify { .. } | Step::Check(_) | Step::Verify { .. } | Step::Compare { .. } => true,
+        Step::ExistingNamespaces {}
+        | Step::Identify { .. }
+        | Step::Check(_)
+        | Step::Verify { .. }
+        | Step::Compare { .. } => true,
         Step::Io { op, .. } => matches!(op, IoOp::Read | IoOp::Compare | IoOp::Flush),
         _ => false,
     }
