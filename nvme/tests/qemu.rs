@@ -251,30 +251,6 @@ fn mmio_outside_bar0_is_refused_without_reaching_qemu() {
     assert_eq!(t.mmio_read32(offset::VS).unwrap(), 0x0001_0400, "the connection is still in step");
 }
 
-/// The PCI Express capability's offset in `port`'s configuration space.
-fn pcie_capability(machine: &QemuMachine, port: PciAddress) -> u16 {
-    let mut ptr = (machine.config_read32(port, 0x34).unwrap() & 0xFC) as u16;
-    while ptr != 0 {
-        let header = machine.config_read32(port, ptr).unwrap();
-        if header & 0xFF == 0x10 {
-            return ptr;
-        }
-        ptr = ((header >> 8) & 0xFC) as u16;
-    }
-    panic!("{port} has no PCI Express capability");
-}
-
-/// Sets the root port's Slot Control as a guest's hot-plug driver would: power on is
-/// Power Controller Control (bit 10) 0 and Power Indicator (bits 9:8) on (01b); power
-/// off is PCC 1 and the indicator off (11b), which is when QEMU detaches a device being
-/// deleted. Slot Status (the upper half) is written as 0, leaving its RW1C bits alone.
-fn set_slot_power(machine: &QemuMachine, port: PciAddress, on: bool) {
-    let slot_control = pcie_capability(machine, port) + 0x18;
-    let value = machine.config_read32(port, slot_control).unwrap() & 0xFFFF & !(1 << 10 | 3 << 8);
-    let value = if on { value | 1 << 8 } else { value | 1 << 10 | 3 << 8 };
-    machine.config_write32(port, slot_control, value).unwrap();
-}
-
 #[test]
 fn a_rescan_finds_a_controller_hot_added_behind_a_root_port_and_forgets_it_when_removed() {
     let config = QemuConfig {
@@ -304,7 +280,7 @@ fn a_rescan_finds_a_controller_hot_added_behind_a_root_port_and_forgets_it_when_
         let device =
             serde_json::json!({ "driver": "nvme", "id": "hot", "bus": "rp0", "serial": serial, "drive": "hp1" });
         machine.qmp_execute("device_add", Some(device)).unwrap();
-        set_slot_power(&machine, port, true);
+        machine.set_slot_power(port, true).unwrap();
         assert_eq!(machine.rescan().unwrap(), [slot]);
         let mut t = machine.transport(slot).unwrap();
         // A re-added controller gets the same place in its port's window.
@@ -315,7 +291,7 @@ fn a_rescan_finds_a_controller_hot_added_behind_a_root_port_and_forgets_it_when_
         drop(t);
 
         machine.qmp_execute("device_del", Some(serde_json::json!({ "id": "hot" }))).unwrap();
-        set_slot_power(&machine, port, false);
+        machine.set_slot_power(port, false).unwrap();
         let event = machine.qmp_wait_event("DEVICE_DELETED", Duration::from_secs(5)).unwrap();
         assert_eq!(event["data"]["device"], "hot");
         assert!(machine.rescan().unwrap().is_empty());

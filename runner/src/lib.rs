@@ -19,3 +19,4 @@ pub mod suite;
 pub mod target;
 pub mod topology;
 pub mod verdict;
+pub mod yaml_message;

@@ -340,30 +340,7 @@ fn yaml_error(origin: &str, e: &serde_saphyr::Error) -> TopologyError {
 /// Rewrites the YAML reader's terse messages into "what is wrong; what is allowed".
 fn clarify(message: &str) -> String {
     let message = message.trim();
-    for (ty, max) in [("u8", u64::from(u8::MAX)), ("u16", u16::MAX.into()), ("u32", u32::MAX.into()), ("u64", u64::MAX)]
-    {
-        if message == format!("invalid {ty}") {
-            return format!("not a valid {ty}; expected a whole number from 0 to {max}");
-        }
-    }
-    if let Some(rest) = message.strip_prefix("duplicate mapping key") {
-        let key = rest.split('`').nth(1).map(|k| format!(" `{k}`")).unwrap_or_default();
-        return format!("duplicate key{key}; a key may appear only once in a mapping");
-    }
-    if let Some(field) = message.strip_prefix("missing field ") {
-        return format!("missing key {field}; it is required here");
-    }
-    if let Some(rest) = message.strip_prefix("unknown variant ") {
-        return format!("unknown name {}", rest.replacen(", expected one of ", "; expected one of: ", 1));
-    }
-    if let Some(rest) = message.strip_prefix("unknown field ") {
-        return format!("unknown key {}", rest.replacen(", expected one of ", "; allowed here: ", 1));
-    }
-    match message {
-        "expected sequence start" => "expected a list here (`[a, b]` or lines starting with `- `)".into(),
-        "expected mapping start" => "expected a mapping here (`{key: value}` or `key: value` lines)".into(),
-        other => other.to_string(),
-    }
+    crate::yaml_message::clarify(message).unwrap_or_else(|| message.to_string())
 }
 
 fn invalid<T>(origin: &str, at: &Location, message: impl Into<String>) -> Result<T, TopologyError> {

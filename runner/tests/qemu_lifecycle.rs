@@ -12,8 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn require_qemu() {
-    let found = Command::new("qemu-system-x86_64").arg("--version").stdout(Stdio::null()).status();
-    assert!(matches!(found, Ok(s) if s.success()), "{}", nvme::transport::qemu::INSTALL_HINT);
+    let binary = Path::new("qemu-system-x86_64");
+    nvme::transport::qemu::require_binary(binary).unwrap_or_else(|e| panic!("these tests need QEMU: {e}"));
 }
 
 /// PIDs of processes whose environment holds `marker`.

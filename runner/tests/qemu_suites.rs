@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nvme::transport::qemu::INSTALL_HINT;
 use nvtest::exec::Session;
 use nvtest::suite::load_file;
 use nvtest::target::TargetSpec;
@@ -21,13 +20,8 @@ fn repo() -> PathBuf {
 }
 
 fn require_qemu() {
-    let works = std::process::Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(works, "these tests need qemu-system-x86_64 and it does not run here; {INSTALL_HINT}");
+    let binary = Path::new("qemu-system-x86_64");
+    nvme::transport::qemu::require_binary(binary).unwrap_or_else(|e| panic!("these tests need QEMU: {e}"));
 }
 
 /// What each case concluded, by `suite::case`.

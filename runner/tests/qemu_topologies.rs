@@ -3,7 +3,7 @@
 //! QEMU 10 reports what `fixtures/qemu/README.md` says it does, and nothing is left
 //! behind. These tests need QEMU; where it is missing they fail with the install hint.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nvme::device::{Data, Device};
@@ -12,18 +12,13 @@ use nvme::spec::identify::identify;
 use nvme::spec::log::get_log_page;
 use nvme::spec::namespace::{namespace_attach, namespace_delete, namespace_detach};
 use nvme::spec::{AdminOpcode, Command, Completion, Status};
-use nvme::transport::qemu::{PciAddress, QemuMachine, INSTALL_HINT};
+use nvme::transport::qemu::{PciAddress, QemuMachine};
 use nvtest::target::{start_qemu, QemuDevice};
 use nvtest::topology::{NamespaceSpec, Topology};
 
 fn require_qemu() {
-    let works = std::process::Command::new("qemu-system-x86_64")
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(works, "these tests need qemu-system-x86_64 and it does not run here; {INSTALL_HINT}");
+    let binary = Path::new("qemu-system-x86_64");
+    nvme::transport::qemu::require_binary(binary).unwrap_or_else(|e| panic!("these tests need QEMU: {e}"));
 }
 
 fn admin(d: &mut dyn Device, what: &str, cmd: Command, data: Data<'_>) -> Completion {
@@ -232,7 +227,7 @@ fn hotplug_puts_controllers_behind_hot_plug_capable_root_ports() {
     );
     for rp in &t.root_ports {
         let port = PciAddress::new(0, rp.root_slot, 0);
-        let pcie = pcie_capability(machine, port);
+        let pcie = machine.pcie_capability(port).unwrap().expect("a PCI Express capability");
         let slot_caps = machine.config_read32(port, pcie + 0x14).unwrap();
         assert!(
             slot_caps & (1 << 6) != 0,
@@ -246,27 +241,6 @@ fn hotplug_puts_controllers_behind_hot_plug_capable_root_ports() {
     leftovers.assert_gone();
 }
 
-fn pcie_capability(machine: &QemuMachine, port: PciAddress) -> u16 {
-    let mut at = (machine.config_read32(port, 0x34).unwrap() & 0xFC) as u16;
-    while at != 0 {
-        let header = machine.config_read32(port, at).unwrap();
-        if header & 0xFF == 0x10 {
-            return at;
-        }
-        at = ((header >> 8) & 0xFC) as u16;
-    }
-    panic!("{port} has no PCI Express capability");
-}
-
-/// Root port Slot Control as a guest's hot-plug driver sets it: on is Power Controller
-/// Control 0 with the power indicator on, off is PCC 1 with the indicator off.
-fn set_slot_power(machine: &QemuMachine, port: PciAddress, on: bool) {
-    let slot_control = pcie_capability(machine, port) + 0x18;
-    let value = machine.config_read32(port, slot_control).unwrap() & 0xFFFF & !(1 << 10 | 3 << 8);
-    let value = if on { value | 1 << 8 } else { value | 1 << 10 | 3 << 8 };
-    machine.config_write32(port, slot_control, value).unwrap();
-}
-
 /// The `hotplug` fixture does what it is for: ctrl1 leaves and comes back, a third
 /// controller arrives in the free slot, and each sees the shared namespaces.
 #[test]
@@ -278,7 +252,7 @@ fn hotplug_controllers_leave_and_arrive_in_their_slots() {
     let serial = t.controllers[1].serial.clone();
 
     machine.qmp_execute("device_del", Some(serde_json::json!({ "id": "ctrl1" }))).unwrap();
-    set_slot_power(machine, rp("rp2"), false);
+    machine.set_slot_power(rp("rp2"), false).unwrap();
     let event = machine.qmp_wait_event("DEVICE_DELETED", Duration::from_secs(5)).unwrap();
     assert_eq!(event["data"]["device"], "ctrl1");
     assert_eq!(machine.rescan().unwrap(), vec![PciAddress::new(1, 0, 0)]);
@@ -286,7 +260,7 @@ fn hotplug_controllers_leave_and_arrive_in_their_slots() {
     for (id, port, bus) in [("ctrl1", "rp2", 2u8), ("ctrl2", "rp3", 3)] {
         let add = serde_json::json!({ "driver": "nvme", "id": id, "bus": port, "serial": serial, "subsys": "subsys0" });
         machine.qmp_execute("device_add", Some(add)).unwrap();
-        set_slot_power(machine, rp(port), true);
+        machine.set_slot_power(rp(port), true).unwrap();
         let address = PciAddress::new(bus, 0, 0);
         assert!(machine.rescan().unwrap().contains(&address), "{id} at {address}");
         let transport = machine.transport(address).unwrap();

@@ -10,19 +10,13 @@ use std::time::{Duration, Instant};
 
 use nvme::spec::registers::{doorbell, offset, Aqa, Cap, Cc, Csts};
 use nvme::spec::{AdminOpcode, Command, Completion, NvmOpcode};
-use nvme::transport::qemu::{Disk, QemuConfig, INSTALL_HINT};
+use nvme::transport::qemu::{require_binary, Disk, QemuConfig};
 use nvme::transport::{DmaRegion, Transport};
 
 /// The QEMU binary, or a failing test that says how to install it.
 pub fn qemu_binary() -> PathBuf {
     let binary = PathBuf::from("qemu-system-x86_64");
-    let works = std::process::Command::new(&binary)
-        .arg("--version")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(works, "these tests need {} and it does not run here; {INSTALL_HINT}", binary.display());
+    require_binary(&binary).unwrap_or_else(|e| panic!("these tests need QEMU: {e}"));
     binary
 }
 

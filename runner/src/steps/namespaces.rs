@@ -89,19 +89,25 @@ pub fn use_namespaces(
             )));
         };
         let (nsid, _) = candidates.remove(pos);
-        ctx.set.push(NsEntry {
-            nsid,
-            requested_block_size: size,
-            block_size: size,
-            nsze: 0,
-            allocated: true,
-            attached: true,
-            dealloc_read: DeallocatedRead::NotReported,
-        });
-        let i = ctx.set.len() - 1;
-        refresh(ctx, i)?;
+        take_active(ctx, nsid, size)?;
     }
     Ok(())
+}
+
+/// Adds the active namespace `nsid` to the set as the drive reports it (Identify
+/// Namespace), recording the LBA data size the case asked for (0: none).
+fn take_active(ctx: &mut CaseContext<'_>, nsid: u32, requested_block_size: u64) -> StepResult {
+    ctx.set.push(NsEntry {
+        nsid,
+        requested_block_size,
+        block_size: requested_block_size,
+        nsze: 0,
+        allocated: true,
+        attached: true,
+        dealloc_read: DeallocatedRead::NotReported,
+    });
+    let i = ctx.set.len() - 1;
+    refresh(ctx, i)
 }
 
 /// `existing_namespaces`: the case's set is every active namespace as the drive has it.
@@ -114,17 +120,7 @@ pub fn existing_namespaces(ctx: &mut CaseContext<'_>) -> StepResult {
         return Err(StepError::Skip("the Active Namespace ID list (CNS 02h) is empty: no namespace to check".into()));
     }
     for nsid in active {
-        ctx.set.push(NsEntry {
-            nsid,
-            requested_block_size: 0,
-            block_size: 0,
-            nsze: 0,
-            allocated: true,
-            attached: true,
-            dealloc_read: DeallocatedRead::NotReported,
-        });
-        let i = ctx.set.len() - 1;
-        refresh(ctx, i)?;
+        take_active(ctx, nsid, 0)?;
     }
     Ok(())
 }

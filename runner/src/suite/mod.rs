@@ -189,31 +189,14 @@ fn yaml_error(path: &Path, text: &str, error: &serde_saphyr::Error) -> SuiteErro
     SuiteError::at(path, text, pos, clarify(&message))
 }
 
-/// Rewrites the terse messages of the YAML reader into "what is wrong; what is allowed".
+/// Rewrites the terse messages of the YAML reader into "what is wrong; what is allowed":
+/// those of any nvtest file (crate::yaml_message), then those of suites.
 fn clarify(message: &str) -> String {
     let message = message.trim();
-    for (ty, max) in [("u8", u64::from(u8::MAX)), ("u16", u16::MAX.into()), ("u32", u32::MAX.into()), ("u64", u64::MAX)]
-    {
-        if message == format!("invalid {ty}") {
-            return format!("not a valid {ty}; expected a whole number from 0 to {max}");
-        }
-    }
-    if let Some(rest) = message.strip_prefix("duplicate mapping key") {
-        let key = rest.split('`').nth(1).map(|k| format!(" `{k}`")).unwrap_or_default();
-        return format!("duplicate key{key}; a key may appear only once in a mapping");
-    }
-    if let Some(field) = message.strip_prefix("missing field ") {
-        return format!("missing key {field}; it is required here");
-    }
-    if let Some(rest) = message.strip_prefix("unknown variant ") {
-        return rest.replacen(", expected one of ", "; expected one of: ", 1).replacen("`", "unknown name `", 1);
-    }
-    if let Some(rest) = message.strip_prefix("unknown field ") {
-        return rest.replacen(", expected one of ", "; allowed here: ", 1).replacen("`", "unknown key `", 1);
+    if let Some(text) = crate::yaml_message::clarify(message) {
+        return text;
     }
     let known = match message {
-        "expected sequence start" => "expected a list here (`[a, b]` or lines starting with `- `)",
-        "expected mapping start" => "expected a mapping here (`{key: value}` or `key: value` lines)",
         "expected end of mapping after enum variant value" => {
             "a step or requirement is a mapping with a single key, its name; give each its own `- ` item"
         }
@@ -223,7 +206,6 @@ fn clarify(message: &str) -> String {
         "unexpected end of file" | "unexpected end of input" => {
             "the file is empty or ends early; a suite needs `suite`, `title`, `spec` and `cases`"
         }
-        "expected string scalar" => "expected text here",
         _ if message.starts_with("expected ") => return format!("this value does not fit here; {message}"),
         _ => return message.to_string(),
     };

@@ -69,12 +69,7 @@ impl Media {
         visit: &mut dyn FnMut(Run<'_>) -> Result<(), E>,
     ) -> Result<Result<(), E>, OutOfMedia> {
         self.check(offset, len)?;
-        let mut at = offset;
-        let end = offset + len;
-        while at < end {
-            let index = (at / CHUNK as u64) as usize;
-            let within = (at % CHUNK as u64) as usize;
-            let n = (CHUNK - within).min((end - at) as usize);
+        for Piece { index, within, n, .. } in pieces(offset, len) {
             let run = match self.chunks.get(index).and_then(|c| c.as_deref()) {
                 Some(chunk) => Run::Bytes(&chunk[within..within + n]),
                 None => Run::Fill(self.fill, n),
@@ -82,7 +77,6 @@ impl Media {
             if let Err(e) = visit(run) {
                 return Ok(Err(e));
             }
-            at += n as u64;
         }
         Ok(Ok(()))
     }
@@ -118,12 +112,7 @@ impl Media {
         fill_in: &mut dyn FnMut(&mut [u8]) -> Result<(), E>,
     ) -> Result<Result<(), E>, OutOfMedia> {
         self.check(offset, len)?;
-        let mut at = offset;
-        let end = offset + len;
-        while at < end {
-            let index = (at / CHUNK as u64) as usize;
-            let within = (at % CHUNK as u64) as usize;
-            let n = (CHUNK - within).min((end - at) as usize);
+        for Piece { index, within, n, .. } in pieces(offset, len) {
             let fill = self.fill;
             let Some(slot) = self.chunks.get_mut(index) else {
                 return Err(OutOfMedia { offset, len, size: self.size });
@@ -132,7 +121,6 @@ impl Media {
             if let Err(e) = fill_in(&mut chunk[within..within + n]) {
                 return Ok(Err(e));
             }
-            at += n as u64;
         }
         Ok(Ok(()))
     }
@@ -154,12 +142,7 @@ impl Media {
     /// Sets `len` bytes at `offset` to `byte`. Whole chunks set to the fill byte are freed.
     pub fn fill(&mut self, offset: u64, len: u64, byte: u8) -> Result<(), OutOfMedia> {
         self.check(offset, len)?;
-        let mut at = offset;
-        let end = offset + len;
-        while at < end {
-            let index = (at / CHUNK as u64) as usize;
-            let within = (at % CHUNK as u64) as usize;
-            let n = (CHUNK - within).min((end - at) as usize);
+        for Piece { at, index, within, n } in pieces(offset, len) {
             let chunk_end = (index as u64 + 1) * CHUNK as u64;
             // A chunk covered to its end (or to the end of the media) is covered whole.
             let whole = within == 0 && (n == CHUNK || at + n as u64 == self.size.min(chunk_end));
@@ -172,10 +155,35 @@ impl Media {
                     chunk[within..within + n].fill(byte);
                 }
             }
-            at += n as u64;
         }
         Ok(())
     }
+}
+
+/// The part of one chunk a byte range covers: `n` bytes from byte `within` of chunk
+/// `index`, at media offset `at`.
+struct Piece {
+    at: u64,
+    index: usize,
+    within: usize,
+    n: usize,
+}
+
+/// The pieces of `offset .. offset + len`, chunk by chunk, in order.
+fn pieces(offset: u64, len: u64) -> impl Iterator<Item = Piece> {
+    let end = offset + len;
+    let mut at = offset;
+    std::iter::from_fn(move || {
+        if at >= end {
+            return None;
+        }
+        let index = (at / CHUNK as u64) as usize;
+        let within = (at % CHUNK as u64) as usize;
+        let n = (CHUNK - within).min((end - at) as usize);
+        let piece = Piece { at, index, within, n };
+        at += n as u64;
+        Some(piece)
+    })
 }
 
 #[cfg(test)]

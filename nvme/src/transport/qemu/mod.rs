@@ -60,6 +60,22 @@ pub const INSTALL_HINT: &str = "install QEMU 10 from bookworm-backports: add \
      'deb http://deb.debian.org/debian bookworm-backports main' to the apt sources, then \
      `apt-get update && apt-get install -y -t bookworm-backports qemu-system-x86`";
 
+/// Checks that `binary` (e.g. `qemu-system-x86_64`) runs (`--version`); the error names it
+/// and says how to install QEMU. Tests that need QEMU fail with it, never skip.
+pub fn require_binary(binary: &Path) -> Result<(), String> {
+    let works = Command::new(binary)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if works {
+        Ok(())
+    } else {
+        Err(format!("{} does not run here; {INSTALL_HINT}", binary.display()))
+    }
+}
+
 /// The guest-physical address of the first byte of DMA memory. Below 1 MiB, q35 maps
 /// legacy VGA and BIOS ranges over RAM, so it is not used for DMA.
 const DMA_START: u64 = 1 << 20;
@@ -376,6 +392,39 @@ impl QemuMachine {
     /// Control for hot-plug).
     pub fn config_write32(&self, address: PciAddress, offset: u16, value: u32) -> Result<(), TransportError> {
         self.machine.config_write(address, offset, value)
+    }
+
+    /// The offset of the PCI Express Capability (ID 10h) in `port`'s configuration space,
+    /// found through the capability list; `None` when the function has none.
+    pub fn pcie_capability(&self, port: PciAddress) -> Result<Option<u16>, TransportError> {
+        let mut at = (self.config_read32(port, 0x34)? & 0xFC) as u16;
+        // At most 48 capabilities fit between 40h and FFh: a longer chain is a loop.
+        for _ in 0..48 {
+            if at == 0 {
+                break;
+            }
+            let header = self.config_read32(port, at)?;
+            if header & 0xFF == 0x10 {
+                return Ok(Some(at));
+            }
+            at = ((header >> 8) & 0xFC) as u16;
+        }
+        Ok(None)
+    }
+
+    /// Sets a PCIe root port's Slot Control (PCI Express Capability + 18h) as a guest's
+    /// hot-plug driver would: power on is Power Controller Control (bit 10) 0 with the
+    /// Power Indicator (bits 9:8) on (01b); power off is PCC 1 with the indicator off
+    /// (11b), which is when QEMU completes the removal of a device being deleted. Slot
+    /// Status (the upper half) is written as 0, leaving its RW1C bits alone.
+    pub fn set_slot_power(&self, port: PciAddress, on: bool) -> Result<(), TransportError> {
+        let pcie = self
+            .pcie_capability(port)?
+            .ok_or_else(|| TransportError::Other(format!("{port} has no PCI Express capability")))?;
+        let slot_control = pcie + 0x18;
+        let value = self.config_read32(port, slot_control)? & 0xFFFF & !(1 << 10 | 3 << 8);
+        let value = if on { value | 1 << 8 } else { value | 1 << 10 | 3 << 8 };
+        self.config_write32(port, slot_control, value)
     }
 
     /// Runs a QMP command; `arguments` is its JSON object. Returns QMP's `return` value.
