@@ -97,6 +97,13 @@ pub trait Device {
         Ok(())
     }
 
+    /// A Controller Reset (NVMe 1.4 §7.3.2) as a case step: CC.EN 1 → 0 → 1 and queue
+    /// set-up on userspace targets, the driver's reset (NVME_IOCTL_RESET) on kernel
+    /// targets. The default: the target cannot reset its controller.
+    fn controller_reset(&mut self) -> Result<(), DeviceError> {
+        Err(DeviceError::Unsupported("this target cannot reset its controller".into()))
+    }
+
     /// What the target printed about itself since the last call (QEMU's stderr), added
     /// to the log of a case that failed or errored. The default has nothing to say.
     fn take_diagnostics(&mut self) -> Vec<String> {

@@ -29,6 +29,7 @@ struct Drive {
     /// Return of the next non-Identify admin command.
     admin_answer: Option<Result<i32, Errno>>,
     rescans: u32,
+    resets: u32,
     /// What a rescan does to the tree.
     on_rescan: Option<Box<dyn FnMut()>>,
 }
@@ -83,6 +84,11 @@ impl Passthrough for Fake {
             f();
         }
         self.0.borrow_mut().on_rescan = hook;
+        Ok(())
+    }
+
+    fn reset(&mut self) -> Result<(), Errno> {
+        self.0.borrow_mut().resets += 1;
         Ok(())
     }
 }
@@ -286,6 +292,20 @@ fn a_cancelled_command_is_a_timeout_naming_the_cause() {
     s.drive.borrow_mut().admin_answer = Some(Err(Errno::EACCES));
     let e = s.device.admin(Command::admin(AdminOpcode::KeepAlive), Data::None).unwrap_err();
     assert!(e.to_string().contains("run nvtest as root"), "{e}");
+}
+
+#[test]
+fn a_controller_reset_is_the_drivers_then_the_namespace_view_is_read_again() {
+    let mut s = setup(0x0001_0400);
+    sent(&s);
+    // The drive re-attached NSID 9 at the reset; the driver shows it after its rescan.
+    let tree = s.tree.clone();
+    s.drive.borrow_mut().active = [1, 7, 9].into();
+    s.drive.borrow_mut().on_rescan = Some(Box::new(move || tree.borrow_mut().namespace(0, 3, 9).unwrap()));
+    s.device.controller_reset().unwrap();
+    assert_eq!((s.drive.borrow().resets, s.drive.borrow().rescans), (1, 1));
+    assert_eq!(s.device.namespaces().iter().map(|n| n.nsid).collect::<Vec<_>>(), [1, 7, 9]);
+    assert!(sent(&s).iter().all(|(node, pt)| node.is_none() && pt.opcode == AdminOpcode::Identify as u8));
 }
 
 #[test]

@@ -40,6 +40,14 @@ pub fn active_list() -> Rule {
     )
 }
 
+pub fn attachment_persists() -> Rule {
+    rule(
+        "NVMe 1.4 §5.19 Namespace Attachment command",
+        "the attach and detach operations are persistent across all reset events (a Controller Reset does not \
+         attach a detached namespace, nor detach an attached one)",
+    )
+}
+
 pub fn namespace_sizes() -> Rule {
     rule(
         "NVMe 1.4 §5.15.2.1, Identify Namespace Data Structure (NSZE, NCAP, NUSE)",

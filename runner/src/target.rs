@@ -254,6 +254,10 @@ impl Device for QemuDevice {
         self.controller.recover()
     }
 
+    fn controller_reset(&mut self) -> Result<(), DeviceError> {
+        self.controller.controller_reset()
+    }
+
     /// What QEMU wrote to its stderr since the last call (warnings, assertion failures).
     fn take_diagnostics(&mut self) -> Vec<String> {
         use std::io::{Read, Seek, SeekFrom};

@@ -44,6 +44,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("namespaces", "detach-attach-keeps-data", "detach-loses-data", "§8.11"),
     ("namespaces", "attach-already-attached", "attach-twice-succeeds", "§5.19"),
     ("namespaces", "detach-not-attached", "detach-unattached-succeeds", "§5.19"),
+    ("namespaces", "detach-survives-reset", "detach-undone-by-reset", "§5.19 Namespace Attachment"),
     ("namespaces", "identify-inactive-is-zero", "identify-inactive-nonzero", "CNS 00h"),
     ("namespaces", "namespace-change-event", "no-namespace-notice", "§5.2 Asynchronous Event Request"),
     ("namespaces", "changed-namespace-list", "changed-list-empty", "Log Identifier 04h"),

@@ -113,4 +113,9 @@ pub trait CommandSet {
     /// An NVM command. A format with separate metadata finds its buffer at `cmd.mptr`
     /// (contiguous, §4.5 "Metadata Region").
     fn io(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done;
+
+    /// The controller `cntlid` became ready (CC.EN 0 → 1 accepted, CSTS.RDY set): at
+    /// power-on and after every Controller Reset. A compliant command set has nothing to
+    /// do (attachments, formats and data persist across resets, §5.19, §7.3.2).
+    fn controller_enabled(&mut self, _cntlid: u16) {}
 }

@@ -9,7 +9,7 @@ use nvme::spec::log::{ChangedNamespaceList, LogPageId};
 use nvme::spec::namespace::{self, FormatNvm};
 use nvme::spec::nvm::{self, DsmAttributes, DsmRange};
 use nvme::spec::{Status, Version};
-use nvme_sim::exec::Done;
+use nvme_sim::exec::{CommandSet, Done};
 use nvme_sim::profile::{InitialNamespace, Profile, Quirk};
 use nvme_sim::subsystem::testing::TestHost;
 use nvme_sim::subsystem::Subsystem;
@@ -75,7 +75,7 @@ fn changed_list(sub: &mut Subsystem, host: &mut TestHost) -> Vec<u32> {
 #[test]
 fn every_quirk_has_a_test_here() {
     // A quirk added to the enum must get a test in this file: keep the count in step.
-    assert_eq!(Quirk::ALL.len(), 40);
+    assert_eq!(Quirk::ALL.len(), 41);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -484,6 +484,19 @@ fn detach_loses_data_deallocates_the_namespace() {
     let (mut sub, mut host) = drive(Quirk::DetachLosesData);
     assert!(cycle(&mut sub, &mut host).iter().all(|b| *b == 0), "the data is gone");
     assert_eq!(sub.namespace(1).unwrap().nuse(), 0);
+}
+
+#[test]
+fn detach_undone_by_reset_attaches_the_namespace_again_at_enable() {
+    let cycle = |sub: &mut Subsystem, host: &mut TestHost| {
+        assert_status(host.attachment(sub, false, 2, &[1]), Status::SUCCESS);
+        sub.controller_enabled(1);
+        host.namespace_list(sub, Cns::ActiveNamespaceList, 0).1
+    };
+    let (mut sub, mut host) = clean();
+    assert_eq!(cycle(&mut sub, &mut host), [1], "the detach persists across the reset");
+    let (mut sub, mut host) = drive(Quirk::DetachUndoneByReset);
+    assert_eq!(cycle(&mut sub, &mut host), [1, 2, 3], "every allocated namespace attached again");
 }
 
 #[test]

@@ -553,6 +553,10 @@ impl Device for Controller {
     fn recover(&mut self) -> Result<(), DeviceError> {
         self.reset()
     }
+
+    fn controller_reset(&mut self) -> Result<(), DeviceError> {
+        self.reset()
+    }
 }
 
 /// BAR0 through the transport. Writes do not update the driver's view of the controller

@@ -493,6 +493,30 @@ impl Device for LinuxDevice {
 
     /// Asks the driver to rescan (NVME_IOCTL_RESCAN), then waits (bounded) until the
     /// namespaces with device nodes are exactly the drive's active namespace list.
+    /// The driver's reset (NVME_IOCTL_RESET), then a bounded wait for the controller to
+    /// be live again and for its namespace devices to match the drive's active list.
+    fn controller_reset(&mut self) -> Result<(), DeviceError> {
+        self.backend.forget_namespaces();
+        self.backend.reset().map_err(|e| errno_error(e, "controller reset (NVME_IOCTL_RESET)", 0))?;
+        let wait = Duration::from_millis(self.options.long_command_timeout_ms);
+        let deadline = Instant::now() + wait;
+        loop {
+            let state = sysfs::read_attr(&self.controller.sysfs.join("state")).ok();
+            match state.as_deref() {
+                Some("live") | None => break,
+                Some(state) if Instant::now() >= deadline => {
+                    return Err(DeviceError::Driver(format!(
+                        "after a controller reset, {} is still `{state}`, not live (waited {} ms)",
+                        self.controller.name,
+                        wait.as_millis()
+                    )))
+                }
+                Some(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        self.namespaces_changed()
+    }
+
     fn namespaces_changed(&mut self) -> Result<(), DeviceError> {
         self.backend.forget_namespaces();
         self.backend.rescan().map_err(|e| errno_error(e, "namespace rescan (NVME_IOCTL_RESCAN)", 0))?;

@@ -121,6 +121,7 @@ nix::ioctl_readwrite!(nvme_ioctl_io_cmd, NVME_IOCTL_TYPE, nr::IO_CMD, PassthruCm
 nix::ioctl_readwrite!(nvme_ioctl_admin64_cmd, NVME_IOCTL_TYPE, nr::ADMIN64_CMD, PassthruCmd64);
 nix::ioctl_readwrite!(nvme_ioctl_io64_cmd, NVME_IOCTL_TYPE, nr::IO64_CMD, PassthruCmd64);
 nix::ioctl_none!(nvme_ioctl_rescan, NVME_IOCTL_TYPE, nr::RESCAN);
+nix::ioctl_none!(nvme_ioctl_reset, NVME_IOCTL_TYPE, nr::RESET);
 
 /// Where [`super::LinuxDevice`] sends commands. The return value is the ioctl's: 0, or
 /// a positive NVMe status; an `Err` is the errno.
@@ -131,6 +132,9 @@ pub trait Passthrough {
     fn io(&mut self, node: &Path, cmd: &mut PassthruCmd64) -> Result<i32, Errno>;
     /// NVME_IOCTL_RESCAN on the controller: the driver re-reads the namespace list.
     fn rescan(&mut self) -> Result<(), Errno>;
+    /// NVME_IOCTL_RESET on the controller: the driver resets it (Controller Reset and
+    /// its own re-initialisation) and returns when that is done.
+    fn reset(&mut self) -> Result<(), Errno>;
     /// Closes the namespace devices it keeps open (namespaces were deleted or created:
     /// an open device may now stand for a namespace that is gone).
     fn forget_namespaces(&mut self) {}
@@ -208,6 +212,11 @@ impl Passthrough for Kernel {
     fn rescan(&mut self) -> Result<(), Errno> {
         // SAFETY: an argument-less ioctl on an open file descriptor.
         unsafe { nvme_ioctl_rescan(self.controller.as_raw_fd()) }.map(|_| ())
+    }
+
+    fn reset(&mut self) -> Result<(), Errno> {
+        // SAFETY: an argument-less ioctl on an open file descriptor.
+        unsafe { nvme_ioctl_reset(self.controller.as_raw_fd()) }.map(|_| ())
     }
 
     fn forget_namespaces(&mut self) {

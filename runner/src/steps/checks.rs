@@ -10,7 +10,7 @@ use nvme::spec::identify::{
 use nvme::spec::Version;
 use zerocopy::{FromZeros, IntoBytes};
 
-use super::namespaces::identify_namespace;
+use super::namespaces::{identify_namespace, NsEntry};
 use super::resolve::{self, NsTarget};
 use super::{CaseContext, StepResult};
 use crate::rules;
@@ -27,6 +27,7 @@ pub fn run(ctx: &mut CaseContext<'_>, name: CheckName) -> StepResult {
         CheckName::DescriptorLists => descriptor_lists(ctx),
         CheckName::AllocatedNamespaceList => allocated_namespace_list(ctx),
         CheckName::ControllerLists => controller_lists(ctx),
+        CheckName::AttachmentsPersist => attachments_persist(ctx),
     }
 }
 
@@ -103,22 +104,8 @@ fn active_namespace_list(ctx: &mut CaseContext<'_>) -> StepResult {
             format!("NSIDs in 1..={}", ctx.facts.nn),
         ));
     }
-    for e in ctx.set.clone() {
-        let listed = list.contains(&e.nsid);
-        if e.attached != listed {
-            let state = if e.attached { "attached (active)" } else { "not attached (inactive)" };
-            return Err(ctx.fail_rule(
-                rule(),
-                sent,
-                format!(
-                    "NSID {} {} in the list of {} NSIDs",
-                    e.nsid,
-                    if listed { "is" } else { "is missing" },
-                    list.len()
-                ),
-                format!("NSID {} {} the list: it is {state}", e.nsid, if e.attached { "in" } else { "absent from" }),
-            ));
-        }
+    if let Some((observed, expected)) = attachment_disagreement(&ctx.set, &list) {
+        return Err(ctx.fail_rule(rule(), sent, observed, expected));
     }
     for nsid in list {
         let ns = identify_namespace(ctx, nsid)?;
@@ -132,6 +119,31 @@ fn active_namespace_list(ctx: &mut CaseContext<'_>) -> StepResult {
         }
     }
     Ok(())
+}
+
+/// The first namespace of the set whose presence in the active `list` disagrees with
+/// whether the set says it is attached: (observed, expected).
+fn attachment_disagreement(set: &[NsEntry], list: &[u32]) -> Option<(String, String)> {
+    let e = set.iter().find(|e| e.attached != list.contains(&e.nsid))?;
+    let state = if e.attached { "attached (active)" } else { "not attached (inactive)" };
+    Some((
+        format!("NSID {} {} in the list of {} NSIDs", e.nsid, if e.attached { "is missing" } else { "is" }, list.len()),
+        format!("NSID {} {} the list: it is {state}", e.nsid, if e.attached { "in" } else { "absent from" }),
+    ))
+}
+
+/// After a reset: every namespace is attached or detached as before it.
+fn attachments_persist(ctx: &mut CaseContext<'_>) -> StepResult {
+    let list = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?;
+    match attachment_disagreement(&ctx.set, &list) {
+        Some((observed, expected)) => Err(ctx.fail_rule(
+            rules::attachment_persists(),
+            "Identify Active Namespace ID list (CNS 02h) after the Controller Reset",
+            observed,
+            expected,
+        )),
+        None => Ok(()),
+    }
 }
 
 fn attached_members(ctx: &CaseContext<'_>) -> Vec<u32> {

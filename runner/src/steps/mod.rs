@@ -189,6 +189,15 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         }
         Step::DeleteAllNamespaces {} => namespaces::delete_all(ctx),
         Step::ExistingNamespaces {} => namespaces::existing_namespaces(ctx),
+        Step::ControllerReset {} => {
+            let result = ctx.device.controller_reset();
+            let outcome = match &result {
+                Ok(()) => "done".to_string(),
+                Err(e) => format!("failed: {e}"),
+            };
+            ctx.log.push(format!("Controller Reset (CC.EN 1 → 0 → 1, or the kernel driver's reset) -> {outcome}"));
+            Ok(result?)
+        }
         Step::CreateNamespace { lbads, lbaf, blocks, expect } => {
             namespaces::create(ctx, lbads.as_ref(), lbaf.as_ref(), blocks, expect.as_ref())
         }

@@ -271,6 +271,9 @@ pub enum CheckName {
     AllocatedNamespaceList,
     /// Controller lists (CNS 12h attached, 13h all) contain this controller as expected.
     ControllerLists,
+    /// Every namespace of the set is in the Active Namespace ID list exactly when the set
+    /// says it is attached: after `controller_reset`, attach and detach persisted.
+    AttachmentsPersist,
 }
 
 /// One step of a case.
@@ -295,6 +298,9 @@ pub enum Step {
     /// has it (Identify CNS 02h, then Identify Namespace each); nothing is created,
     /// attached, formatted or written. The case is skipped when none is active.
     ExistingNamespaces {},
+    /// A Controller Reset (CC.EN 1 → 0 → 1, queues set up again; on a kernel target the
+    /// driver's reset). Skips the case on a target that cannot reset its controller.
+    ControllerReset {},
     /// Deletes every namespace (Namespace Management, NSID FFFFFFFFh or one by one).
     DeleteAllNamespaces {},
     /// Creates one namespace and, on success, adds it to the set. The format is given

@@ -215,7 +215,11 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             }
             parts.param(at("blocks"), Slot::U64(blocks));
         }
-        Step::DeleteAllNamespaces {} | Step::ExistingNamespaces {} | Step::ArmAsyncEvents {} | Step::Check(_) => {}
+        Step::DeleteAllNamespaces {}
+        | Step::ExistingNamespaces {}
+        | Step::ControllerReset {}
+        | Step::ArmAsyncEvents {}
+        | Step::Check(_) => {}
         Step::CreateNamespace { lbads, lbaf, blocks, expect } => {
             parts.exactly_one = vec![("lbads", lbads.is_some()), ("lbaf", lbaf.is_some())];
             if let Some(size) = lbads {

@@ -344,6 +344,8 @@ impl Controller {
         }
         self.csts.set_rdy(true);
         self.csts.set_shst(0);
+        let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        set.controller_enabled(self.ctx.cntlid);
     }
 
     fn check_enable(&self) -> Result<(), &'static str> {

@@ -310,6 +310,17 @@ impl CommandSet for Subsystem {
         let done = self.nvm_command(cmd, data);
         self.record(cmd, done)
     }
+
+    fn controller_enabled(&mut self, cntlid: u16) {
+        if self.quirks.has(Quirk::DetachUndoneByReset) {
+            // Quirk: a detach does not survive the reset (§5.19 broken).
+            for ns in self.namespaces.iter_mut().flatten() {
+                if !ns.is_attached_to(cntlid) {
+                    ns.attached.push(cntlid);
+                }
+            }
+        }
+    }
 }
 
 /// FNV-1a: a small stable hash for deriving identifiers from the serial number.

@@ -154,6 +154,11 @@ pub enum Quirk {
     /// – Deallocate: a read of a deallocated range returns all zeroes, all ones or the last
     /// data written) and Figure 245 DLFEAT bits 2:0.
     DsmLaterRangesCorrupted,
+    /// When the controller is enabled (after a Controller Reset), every allocated
+    /// namespace not attached to it is attached, as QEMU 10.0 re-attaches its namespaces
+    /// at every enable. Breaks §5.19 Namespace Attachment: attach and detach persist
+    /// across all reset events.
+    DetachUndoneByReset,
 }
 
 impl Quirk {
@@ -199,6 +204,7 @@ impl Quirk {
         Quirk::DeallocateLeaksToNextNamespace,
         Quirk::DeallocatedReadsWrongPattern,
         Quirk::DsmLaterRangesCorrupted,
+        Quirk::DetachUndoneByReset,
     ];
 
     /// The name a profile uses for this quirk.
@@ -244,6 +250,7 @@ impl Quirk {
             Quirk::DeallocateLeaksToNextNamespace => "deallocate-leaks-to-next-namespace",
             Quirk::DeallocatedReadsWrongPattern => "deallocated-reads-wrong-pattern",
             Quirk::DsmLaterRangesCorrupted => "dsm-later-ranges-corrupted",
+            Quirk::DetachUndoneByReset => "detach-undone-by-reset",
         }
     }
 
