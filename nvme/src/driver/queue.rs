@@ -216,6 +216,8 @@ pub(crate) struct QueuePair {
     /// SQ head as last reported by the controller (CQE SQHD).
     sq_head: u32,
     rung_tail: u32,
+    /// When the first command since the last SQ Tail Doorbell write was submitted.
+    batch_started: Instant,
     cq_head: u32,
     phase: bool,
     cq_head_unwritten: bool,
@@ -293,6 +295,7 @@ impl QueuePair {
             sq_tail: 0,
             sq_head: 0,
             rung_tail: 0,
+            batch_started: Instant::now(),
             cq_head: 0,
             phase: true,
             cq_head_unwritten: false,
@@ -389,11 +392,16 @@ impl QueuePair {
             self.free.push(cid);
             return Err(crate::transport::TransportError::from(e).into());
         }
+        // One clock read per batch: the commands put in before one doorbell write share
+        // the time the first was (a clock read per command cost ~9% of a QD 32 loop).
+        if self.sq_tail == self.rung_tail {
+            self.batch_started = Instant::now();
+        }
         self.sq_tail = (self.sq_tail + 1) % self.entries;
         slot.state = SlotState::InFlight;
         slot.kind = kind;
         slot.opcode = cmd.opcode;
-        slot.submitted = Instant::now();
+        slot.submitted = self.batch_started;
         match kind {
             SlotKind::AsyncEvent => self.aers_outstanding += 1,
             SlotKind::Command => self.commands_outstanding += 1,
