@@ -301,6 +301,12 @@ pub fn run(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // SIGINT/SIGTERM: the recipe's process group is stopped and nvtest exits 130 / 143;
+    // QEMU dies with nvtest (PR_SET_PDEATHSIG) and its files are anonymous.
+    if let Err(e) = nvme::transport::qemu::install_interrupt_cleanup() {
+        eprintln!("error: {e}");
+        return EXIT_USAGE;
+    }
     match execute(&request) {
         Ok(outcome) => exit_status(&request, &outcome),
         Err(e) => {
@@ -372,8 +378,12 @@ pub fn image(echo: bool) -> Result<GuestImage, GuestError> {
     let mut cmd = Command::new("bash");
     cmd.arg(&recipe).stdin(Stdio::null()).stdout(Stdio::piped());
     cmd.stderr(if echo { Stdio::inherit() } else { Stdio::piped() });
-    let output =
-        cmd.output().map_err(|e| error(format!("cannot run the guest recipe {} with bash: {e}", recipe.display())))?;
+    let cannot_run =
+        |e: std::io::Error| error(format!("cannot run the guest recipe {} with bash: {e}", recipe.display()));
+    // Its own process group, which SIGINT/SIGTERM to nvtest stops (bash, the cargo build
+    // it runs, and bash's EXIT trap removing its work directory).
+    let (child, _watched) = nvme::transport::qemu::spawn_watched_group(&mut cmd).map_err(cannot_run)?;
+    let output = child.wait_with_output().map_err(cannot_run)?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -5,6 +5,7 @@
 //! Each run gets its own TMPDIR and a marker in its environment, which QEMU inherits, so
 //! the run's own QEMU processes are found however they were re-parented. The three
 //! scenarios run in one test, one after the other, so no other QEMU of this file is alive.
+//! A fourth test interrupts a qemu-linux run while its guest recipe works.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -132,4 +133,49 @@ fn nothing_is_left_behind_after_normal_interrupted_and_killed_runs() {
     let (code, text) = finish(run, &shm_before);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("killed by signal 9"), "the error should say QEMU was killed:\n{text}");
+}
+
+/// A qemu-linux run interrupted while its guest recipe works (here a stand-in recipe
+/// that sleeps, as `cargo build` would): nvtest exits 130, the recipe's whole process
+/// group is stopped (no process of the run remains) and the recipe's EXIT trap has
+/// removed its work directory.
+#[test]
+fn an_interrupted_guest_recipe_is_stopped_with_its_children() {
+    let recipe_dir = tempfile::tempdir().unwrap();
+    let recipe = recipe_dir.path().join("recipe.sh");
+    std::fs::write(
+        &recipe,
+        "#!/bin/bash\nwork=\"$TMPDIR/recipe-work\"\nmkdir \"$work\"\ntrap 'rm -rf \"$work\"' EXIT\nsleep 60\n",
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = format!("recipe-{}", std::process::id());
+    let child = Command::new(env!("CARGO_BIN_EXE_nvtest"))
+        .args(["--suite", "namespaces", "qemu-linux:ns32"])
+        .env("TMPDIR", tmp.path())
+        .env("NVTEST_LIFECYCLE_MARK", &marker)
+        .env("NVTEST_GUEST_RECIPE", &recipe)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run = Run { child, marker, tmp };
+    let work = run.tmp.path().join("recipe-work");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(work.is_dir() && marked_processes(&run.marker).len() >= 3) {
+        assert!(Instant::now() < deadline, "the stand-in recipe did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) }, 0);
+    let output = run.child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(130), "{text}");
+    // bash runs its EXIT trap once its sleep has died of the same SIGTERM.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (!marked_processes(&run.marker).is_empty() || work.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(marked_processes(&run.marker), Vec::<u32>::new(), "recipe processes left running:\n{text}");
+    assert_empty(run.tmp.path(), &text);
 }

@@ -36,7 +36,7 @@ mod qtest;
 mod socket;
 
 pub use pci::{Bar, PciAddress, PciFunction};
-pub use process::cleanup_all;
+pub use process::{cleanup_all, install_interrupt_cleanup, spawn_watched_group, WatchedGroup};
 pub use qtest::QtestStats;
 
 use std::fs::File;

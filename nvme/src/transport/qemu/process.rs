@@ -8,8 +8,9 @@
 //!   by SIGKILL.
 //! - A process-wide registry lists every live QEMU with its files. The first machine
 //!   installs a SIGINT/SIGTERM watcher (a thread, via `signal-hook`) that kills every
-//!   registered QEMU, removes its files and exits with 130 / 143, holding the registry
-//!   until the end so no new machine starts meanwhile. [`cleanup_all`] does
+//!   registered QEMU, removes its files, sends SIGTERM to the helper process groups of
+//!   [`spawn_watched_group`] (the guest recipe) and exits with 130 / 143, holding the
+//!   registry until the end so no new machine starts meanwhile. [`cleanup_all`] does
 //!   the same for a caller with its own signal handling.
 //! - [`Process`] drops by killing QEMU, reaping it and removing its files. Its child is
 //!   reaped only while the registry is locked, so the watcher never signals a pid that
@@ -37,6 +38,41 @@ struct Entry {
 
 static REGISTRY: Mutex<BTreeMap<u64, Entry>> = Mutex::new(BTreeMap::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Process groups of other helpers that must not outlive nvtest (the guest recipe's
+/// bash and the cargo it runs): the signal watcher sends each SIGTERM.
+static GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn groups() -> MutexGuard<'static, Vec<i32>> {
+    GROUPS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A helper's process group in the signal watcher's care; forgotten on drop.
+pub struct WatchedGroup(i32);
+
+impl Drop for WatchedGroup {
+    fn drop(&mut self) {
+        groups().retain(|&g| g != self.0);
+    }
+}
+
+/// Spawns `cmd` as the leader of a new process group in the signal watcher's care: on
+/// SIGINT/SIGTERM the whole group gets SIGTERM (a shell in it runs its EXIT trap)
+/// before nvtest exits. The group is registered before a signal can be handled.
+pub fn spawn_watched_group(cmd: &mut Command) -> io::Result<(Child, WatchedGroup)> {
+    install_signal_watcher()?;
+    let mut held = groups();
+    let child = cmd.process_group(0).spawn()?;
+    let pgid = child.id() as i32;
+    held.push(pgid);
+    Ok((child, WatchedGroup(pgid)))
+}
+
+/// Installs the SIGINT/SIGTERM watcher without starting a machine, for a caller whose
+/// children die with it anyway (`PR_SET_PDEATHSIG`) but who wants the watched groups
+/// stopped and the exit status 128 + signal.
+pub fn install_interrupt_cleanup() -> io::Result<()> {
+    install_signal_watcher()
+}
 
 fn registry() -> MutexGuard<'static, BTreeMap<u64, Entry>> {
     // A panic elsewhere while holding the lock leaves the map consistent (each change is
@@ -183,6 +219,10 @@ fn install_signal_watcher() -> io::Result<()> {
                     // `hold_for_start` instead of creating files nobody would remove.
                     let mut map = registry();
                     let killed = kill_all_and_remove_files(&mut map);
+                    for &group in groups().iter() {
+                        // SAFETY: plain syscall; the group is a child's, still watched.
+                        unsafe { libc::killpg(group, libc::SIGTERM) };
+                    }
                     reap_before_exit(&killed);
                     std::process::exit(128 + signal);
                 }
