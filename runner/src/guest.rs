@@ -35,9 +35,10 @@
 //! of running the recipe), `NVTEST_GUEST_RECIPE` (the recipe's path),
 //! `NVTEST_GUEST_ACCEL` (`tcg` or `kvm`; default kvm when /dev/kvm is usable and the CPU
 //! has VMX/SVM, else tcg), `NVTEST_GUEST_BOOT_TIMEOUT` and `NVTEST_GUEST_TIMEOUT`
-//! (seconds), `NVTEST_GUEST_SETUP` (`mount 1; checksum 1`), `NVTEST_GUEST_KERNEL_LOG=1`
-//! (print the guest's whole kernel log), `NVTEST_GUEST_QEMU_ARGS` (more QEMU arguments,
-//! split at whitespace, e.g. `-bios /usr/share/qemu/qboot.rom`).
+//! (seconds), `NVTEST_GUEST_SETUP` (`mount 1; checksum 1; target /dev/null`),
+//! `NVTEST_GUEST_KERNEL_LOG=1` (print the guest's whole kernel log),
+//! `NVTEST_GUEST_QEMU_ARGS` (more QEMU arguments, split at whitespace, e.g.
+//! `-bios /usr/share/qemu/qboot.rom`).
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -84,37 +85,46 @@ pub struct GuestImage {
 }
 
 /// Something the guest does before nvtest runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SetupStep {
     /// Makes a filesystem (busybox mke2fs) on the namespace's block device, mounts it
     /// with the ext4 driver and writes a file on it.
     Mount(u32),
     /// sha256 of the namespace's block device before and after nvtest runs.
     Checksum(u32),
+    /// Runs nvtest (`--preserve`, the first suite) with this path as its target, which is
+    /// not the controller: its exit status and output become a `target …` stage.
+    Target(String),
+    /// The same as an unprivileged user (uid 65534): an `unprivileged …` stage.
+    Unprivileged(String),
 }
 
 impl SetupStep {
-    /// Parses `mount 1; checksum 1` (steps separated by `;` or newlines).
+    /// Parses `mount 1; checksum 1; target /dev/null; unprivileged /dev/nvme0` (steps
+    /// separated by `;` or newlines).
     pub fn parse_list(text: &str) -> Result<Vec<SetupStep>, String> {
+        const USAGE: &str = "write `mount NSID`, `checksum NSID`, `target PATH` or `unprivileged PATH`";
         let mut steps = Vec::new();
         for part in text.split([';', '\n']).map(str::trim).filter(|p| !p.is_empty()) {
             let mut words = part.split_whitespace();
-            let (Some(verb), Some(nsid), None) = (words.next(), words.next(), words.next()) else {
-                return Err(format!("guest setup step `{part}`: write `mount NSID` or `checksum NSID`"));
+            let (Some(verb), Some(arg), None) = (words.next(), words.next(), words.next()) else {
+                return Err(format!("guest setup step `{part}`: {USAGE}"));
             };
-            let nsid: u32 = nsid
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("guest setup step `{part}`: `{nsid}` is not a namespace ID (1 and up)"))?;
+            let nsid = || -> Result<u32, String> {
+                arg.parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("guest setup step `{part}`: `{arg}` is not a namespace ID (1 and up)"))
+            };
             steps.push(match verb {
-                "mount" => SetupStep::Mount(nsid),
-                "checksum" => SetupStep::Checksum(nsid),
-                other => {
-                    return Err(format!(
-                        "guest setup step `{part}`: unknown step `{other}`; write `mount NSID` or `checksum NSID`"
-                    ))
+                "mount" => SetupStep::Mount(nsid()?),
+                "checksum" => SetupStep::Checksum(nsid()?),
+                "target" | "unprivileged" if !arg.starts_with('/') => {
+                    return Err(format!("guest setup step `{part}`: `{arg}` is not an absolute path"))
                 }
+                "target" => SetupStep::Target(arg.to_string()),
+                "unprivileged" => SetupStep::Unprivileged(arg.to_string()),
+                other => return Err(format!("guest setup step `{part}`: unknown step `{other}`; {USAGE}")),
             });
         }
         Ok(steps)
@@ -124,6 +134,8 @@ impl SetupStep {
         match self {
             SetupStep::Mount(nsid) => format!("mount {nsid}"),
             SetupStep::Checksum(nsid) => format!("checksum {nsid}"),
+            SetupStep::Target(path) => format!("target {path}"),
+            SetupStep::Unprivileged(path) => format!("unprivileged {path}"),
         }
     }
 }
@@ -1232,6 +1244,8 @@ mod tests {
         assert!(SetupStep::parse_list("format 1").unwrap_err().contains("unknown step `format`"));
         assert!(SetupStep::parse_list("mount x").unwrap_err().contains("not a namespace ID"));
         assert!(SetupStep::parse_list("mount").unwrap_err().contains("write `mount NSID`"));
+        assert_eq!(SetupStep::parse_list("target /dev/null").unwrap(), [SetupStep::Target("/dev/null".into())]);
+        assert!(SetupStep::parse_list("target dev/null").unwrap_err().contains("not an absolute path"));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //!   unchanged (sha256 of the block device before and after, and the file on it);
 //! - with `--preserve`, the non-destructive cases run and pass on the mounted drive, the
 //!   destructive ones are skipped, and the data is unchanged;
-//! - a serial that is not the controller's is refused, and nothing is written.
+//! - a serial that is not the controller's is refused, and nothing is written;
+//! - bad targets (missing, not NVMe, a directory, a namespace's block or generic device,
+//!   no privilege) each get exit status 2 and one line, on the real kernel.
 //!
 //! QEMU and the recipe's Debian packages must be available: where they are not, these
 //! tests fail with the reason, never skip. Guests run one at a time (two cores here).
@@ -101,4 +103,51 @@ fn a_serial_that_is_not_the_controllers_is_refused() {
         "the refusal names both serials: {console}"
     );
     unchanged(&outcome.checksums);
+}
+
+/// Bad targets on a real kernel: nvtest in the guest pointed at a path that does not
+/// exist, a device that is not NVMe, a directory, a namespace's block device and its
+/// generic character device where the controller is expected, and run without the
+/// privilege the passthrough needs. Each is refused with exit status 2 and one line
+/// naming the problem and the fix; the drive's data is unchanged.
+#[test]
+fn bad_targets_on_a_real_kernel_get_one_line_and_exit_2() {
+    let bad: [(SetupStep, &str); 6] = [
+        (SetupStep::Target("/dev/nvme9".into()), "no such file or device"),
+        (SetupStep::Target("/dev/null".into()), "is not an NVMe controller"),
+        (SetupStep::Target("/tmp".into()), "not a device"),
+        (
+            SetupStep::Target("/dev/nvme0n1".into()),
+            "is the block device of namespace nvme0n1, not a controller; give its controller /dev/nvme0",
+        ),
+        (
+            SetupStep::Target("/dev/ng0n1".into()),
+            "is the generic device of namespace ng0n1, not a controller; give its controller /dev/nvme0",
+        ),
+        (SetupStep::Unprivileged("/dev/nvme0".into()), "permission denied; run nvtest as root"),
+    ];
+    let mut setup: Vec<SetupStep> = bad.iter().map(|(step, _)| step.clone()).collect();
+    setup.push(SetupStep::Checksum(1));
+    // The run itself only needs to happen: one read-only case.
+    let outcome = run(setup, |r| {
+        r.safety.preserve = true;
+        r.filter = Some("identify-controller".into());
+    });
+    unchanged(&outcome.checksums);
+    for (step, names) in &bad {
+        let (verb, path) = match step {
+            SetupStep::Target(p) => ("target", p),
+            SetupStep::Unprivileged(p) => ("unprivileged", p),
+            _ => unreachable!("only bad-target steps are listed"),
+        };
+        let prefix = format!("{verb} {path} exit ");
+        let stage = outcome
+            .stages
+            .iter()
+            .find_map(|s| s.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no stage for {verb} {path}: {:?}", outcome.stages));
+        println!("{verb} {path}: exit {stage}");
+        assert!(stage.starts_with("2 lines 1: error: "), "{verb} {path}: expected exit 2 and one error line: {stage}");
+        assert!(stage.contains(names), "{verb} {path}: the error should say `{names}`: {stage}");
+    }
 }
