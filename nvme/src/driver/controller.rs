@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 use crate::device::{Access, Data, Device, DeviceError, Registers};
 use crate::driver::memory::{DmaBuf, PageAllocator, PAGE_SIZE};
 use crate::driver::queue::{IoQueuePair, QueuePair, SlotSizes};
+use crate::spec::features::{set_features, FeatureId, NumberOfQueues};
 use crate::spec::queue::{
     CreateIoCompletionQueue, CreateIoSubmissionQueue, DeleteIoCompletionQueue, DeleteIoSubmissionQueue, QueuePriority,
 };
 use crate::spec::registers::{offset, Aqa, Cap, Cc, Csts};
-use crate::spec::{AdminOpcode, Command, Completion, Version};
+use crate::spec::{Command, Completion, Version};
 use crate::transport::{DmaRegion, Transport};
 
 /// PCI Command register (configuration space offset 04h): Memory Space Enable (bit 1)
@@ -20,11 +21,6 @@ use crate::transport::{DmaRegion, Transport};
 const PCI_COMMAND: u16 = 0x04;
 const PCI_COMMAND_MEMORY_SPACE: u32 = 1 << 1;
 const PCI_COMMAND_BUS_MASTER: u32 = 1 << 2;
-
-/// Feature Identifier 07h, Number of Queues (§5.21.1.7): Set Features CDW11 carries
-/// NSQR (15:00) and NCQR (31:16), completion Dword 0 carries NSQA (15:00) and NCQA
-/// (31:16), all 0's based.
-const FEATURE_NUMBER_OF_QUEUES: u32 = 0x07;
 
 /// How the driver sets the controller up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -346,15 +342,16 @@ impl Controller {
         if wanted == 0 {
             return Ok(());
         }
-        let n = wanted as u32 - 1;
-        let set =
-            Command { cdw10: FEATURE_NUMBER_OF_QUEUES, cdw11: n | n << 16, ..Command::admin(AdminOpcode::SetFeatures) };
+        // Number of Queues (§5.21.1.7): NSQR / NCQR in CDW11, NSQA / NCQA in DW0.
+        let request = NumberOfQueues::request(wanted as u32, wanted as u32);
+        let set = set_features(FeatureId::NumberOfQueues, false, 0, request.into_bits());
         let done = self.admin(set, Data::None)?;
         if !done.status().is_success() {
             return Err(DeviceError::Driver(format!("Set Features Number of Queues failed: {}", done.status())));
         }
-        let nsqa = (done.dw0 as u16).saturating_add(1);
-        let ncqa = ((done.dw0 >> 16) as u16).saturating_add(1);
+        let allocated = NumberOfQueues::from_bits(done.dw0);
+        let nsqa = allocated.nsqr().saturating_add(1);
+        let ncqa = allocated.ncqr().saturating_add(1);
         self.queues_allocated = (nsqa, ncqa);
         let count = wanted.min(nsqa).min(ncqa);
         // MQES is 0's based; a drive reporting 0 (one entry) gets the smallest legal queue.
