@@ -58,27 +58,10 @@ impl Expectation {
     }
 }
 
-/// What a read of a deallocated block returns: DLFEAT bits 2:0 of Identify Namespace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DeallocatedRead {
-    /// Not reported: any data is accepted (the read merely has to succeed).
-    NotReported,
-    /// All bytes 0x00.
-    Zeroes,
-    /// All bytes 0xFF.
-    Ones,
-}
-
-impl DeallocatedRead {
-    /// From Identify Namespace DLFEAT (byte 33); the reserved values mean "not reported".
-    pub fn from_dlfeat(dlfeat: u8) -> Self {
-        match dlfeat & 0b111 {
-            0b001 => DeallocatedRead::Zeroes,
-            0b010 => DeallocatedRead::Ones,
-            _ => DeallocatedRead::NotReported,
-        }
-    }
-}
+/// What a read of a deallocated block returns: DLFEAT bits 2:0 of Identify Namespace, as
+/// the spec layer decodes them. A reserved value is judged as "not reported": any data
+/// is accepted (the read merely has to succeed).
+pub use nvme::spec::identify::DeallocatedRead;
 
 /// What a wrong block holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,7 +231,7 @@ fn dlfeat_content(dealloc: DeallocatedRead) -> Content {
     match dealloc {
         DeallocatedRead::Zeroes => Content::Zeroes,
         DeallocatedRead::Ones => Content::Ones,
-        DeallocatedRead::NotReported => Content::Anything,
+        DeallocatedRead::NotReported | DeallocatedRead::Reserved(_) => Content::Anything,
     }
 }
 
@@ -1027,11 +1010,11 @@ mod tests {
     }
 
     #[test]
-    fn dlfeat_read_behaviour_is_bits_2_to_0() {
-        assert_eq!(DeallocatedRead::from_dlfeat(0b1001), DeallocatedRead::Zeroes);
-        assert_eq!(DeallocatedRead::from_dlfeat(0b0010), DeallocatedRead::Ones);
-        assert_eq!(DeallocatedRead::from_dlfeat(0b0000), DeallocatedRead::NotReported);
-        assert_eq!(DeallocatedRead::from_dlfeat(0b0011), DeallocatedRead::NotReported);
+    fn a_reserved_dlfeat_value_is_judged_as_not_reported() {
+        assert_eq!(DeallocatedRead::from_bits(0b1001), DeallocatedRead::Zeroes);
+        assert_eq!(DeallocatedRead::from_bits(0b0011), DeallocatedRead::Reserved(3));
+        assert_eq!(dlfeat_content(DeallocatedRead::Reserved(3)), dlfeat_content(DeallocatedRead::NotReported));
+        assert_eq!(dlfeat_content(DeallocatedRead::NotReported), Content::Anything);
     }
 
     fn tag_of(block: &[u8]) -> BlockTag {

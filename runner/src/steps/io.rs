@@ -154,6 +154,9 @@ fn describe_expectation(e: Expectation, dealloc: DeallocatedRead) -> String {
                 DeallocatedRead::Zeroes => "all zeroes (deallocated, DLFEAT 001b)",
                 DeallocatedRead::Ones => "all ones (deallocated, DLFEAT 010b)",
                 DeallocatedRead::NotReported => return "any data (deallocated, DLFEAT not reported)".into(),
+                DeallocatedRead::Reserved(r) => {
+                    return format!("any data (deallocated, DLFEAT {r:03b}b is reserved: judged as not reported)")
+                }
             };
             match previous {
                 Some(Previous::Written { generation, .. }) => format!(

@@ -288,7 +288,7 @@ pub fn refresh(ctx: &mut CaseContext<'_>, i: usize) -> StepResult {
     let entry = &mut ctx.set[i];
     entry.nsze = ns.nsze;
     entry.block_size = ns.lba_data_size().unwrap_or(0);
-    entry.dealloc_read = DeallocatedRead::from_dlfeat(ns.dlfeat.into_bits());
+    entry.dealloc_read = ns.dlfeat.read_behavior();
     Ok(())
 }
 
