@@ -1,13 +1,14 @@
 //! What the QEMU transport achieves: 4 KiB writes then reads at queue depth 32, next to
 //! the Python reference probe (`shared/reference/qtest_shm_probe.py`) run in the same
-//! test on the same machine. Measured three ways:
+//! test on the same machine. Measured two ways:
 //! - the hand-built queue of `qemu_support` (one SQ doorbell and one CQ doorbell per
 //!   batch of 32, as the probe does) on a disk with `aio=io_uring`, on one with
 //!   `aio=threads` (the probe's backend), and on QEMU's `null-co` driver, which does no
 //!   I/O at all: that is the transport plus QEMU's NVMe emulation alone;
 //! - nvtest's host driver on an `aio=io_uring` disk (what nvtest's topologies use) and on
-//!   an `aio=threads` disk, alternating with the probe for `ROUNDS` rounds of `IOS`
-//!   commands each; the medians are compared.
+//!   an `aio=threads` disk, each in the probe's pattern (batches of `QD`, drained
+//!   between batches) and with `QD` outstanding at all times; alternating with the probe
+//!   for `ROUNDS` rounds of `IOS` commands each, the medians compared.
 //!
 //! Also prints the qtest requests per command and one synchronous round trip. Asserts
 //! only that all I/O succeeds: throughput on a shared machine is reported, not judged.
@@ -89,8 +90,19 @@ fn through_the_transport(who: &str, config: QemuConfig) -> Iops {
     iops
 }
 
-/// nvtest's host driver: `QD` commands submitted, one ring, wait for all, repeat.
-fn through_the_driver(who: &str, config: QemuConfig) -> Iops {
+/// How the driver keeps `QD` commands in flight.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pattern {
+    /// As the probe does: `QD` commands, one ring, wait for all of them, repeat (the
+    /// queue drains to empty between batches).
+    Batches,
+    /// `QD` outstanding at all times: every completion reaped is replaced at once, one
+    /// ring per refill (what fio's iodepth means).
+    Sustained,
+}
+
+/// nvtest's host driver, `IOS` commands at queue depth `QD` in `pattern`.
+fn through_the_driver(who: &str, config: QemuConfig, pattern: Pattern) -> Iops {
     let machine = QemuMachine::start(config).unwrap();
     let transport = machine.transport(machine.controllers()[0]).unwrap();
     let options = Options { io_queue_depth: 64, ..Options::default() };
@@ -102,21 +114,28 @@ fn through_the_driver(who: &str, config: QemuConfig) -> Iops {
         let before = machine.qtest_stats();
         let start = Instant::now();
         let mut queue = ctrl.queue(qid).unwrap();
-        let mut lba = 0u64;
-        while lba < IOS {
-            let n = (IOS - lba).min(QD as u64);
-            for j in 0..n {
-                let cmd = Command::nvm(opcode, 1).with_slba(lba + j);
+        let (mut submitted, mut done, mut failed) = (0u64, 0u64, 0usize);
+        while done < IOS {
+            let room = match pattern {
+                Pattern::Batches if queue.outstanding() == 0 => QD as u64,
+                Pattern::Batches => 0,
+                Pattern::Sustained => QD as u64 - queue.outstanding() as u64,
+            };
+            for _ in 0..room.min(IOS - submitted) {
+                let cmd = Command::nvm(opcode, 1).with_slba(submitted);
                 let data =
                     if opcode == NvmOpcode::Write { Transfer::ToDevice(&payload) } else { Transfer::FromDevice(4096) };
                 queue.submit(cmd, data).unwrap();
+                submitted += 1;
             }
             queue.ring().unwrap();
-            let mut failed = 0;
-            queue.wait(n as usize, |r| failed += !r.completion.status().is_success() as usize).unwrap();
-            assert_eq!(failed, 0, "{opcode:?} commands failed");
-            lba += n;
+            let wanted = match pattern {
+                Pattern::Batches => queue.outstanding(),
+                Pattern::Sustained => 1,
+            };
+            done += queue.wait(wanted, |r| failed += !r.completion.status().is_success() as usize).unwrap() as u64;
         }
+        assert_eq!(failed, 0, "{opcode:?} commands failed");
         iops[i] = report(who, opcode, start.elapsed(), before, machine.qtest_stats());
     }
     ctrl.shutdown().unwrap();
@@ -195,11 +214,19 @@ fn main() {
     let threads = through_the_transport("transport, threads", disk_config(DiskAio::Threads));
     // The driver and the probe take turns, ROUNDS times, so a burst of load on this
     // shared machine hits both sides alike; the medians are compared.
-    let (mut driver, mut driver_threads, mut probe) = (Vec::new(), Vec::new(), Vec::new());
+    let mut runs: [Vec<Iops>; 4] = Default::default();
+    let mut probe = Vec::new();
+    let kinds = [
+        ("driver, io_uring", DiskAio::IoUring, Pattern::Batches),
+        ("driver, threads", DiskAio::Threads, Pattern::Batches),
+        ("driver, io_uring, sustained QD", DiskAio::IoUring, Pattern::Sustained),
+        ("driver, threads, sustained QD", DiskAio::Threads, Pattern::Sustained),
+    ];
     for round in 1..=ROUNDS {
         println!("round {round} of {ROUNDS}");
-        driver.push(through_the_driver("driver, io_uring", disk_config(DiskAio::IoUring)));
-        driver_threads.push(through_the_driver("driver, threads", disk_config(DiskAio::Threads)));
+        for ((who, aio, pattern), runs) in kinds.iter().zip(runs.iter_mut()) {
+            runs.push(through_the_driver(who, disk_config(*aio), *pattern));
+        }
         match run_probe() {
             Ok(iops) => {
                 println!("python probe (threads): write {:.0} IOPS, read {:.0} IOPS", iops[0], iops[1]);
@@ -208,21 +235,20 @@ fn main() {
             Err(why) => println!("python probe not run: {why}"),
         }
     }
-    let (driver, driver_threads) = (median(&driver), median(&driver_threads));
-    println!("medians of {ROUNDS} rounds, IOPS:      write     read");
-    println!("  driver, io_uring               {:>9.0} {:>8.0}", driver[0], driver[1]);
-    println!("  driver, threads                {:>9.0} {:>8.0}", driver_threads[0], driver_threads[1]);
+    let medians: Vec<Iops> = runs.iter().map(|r| median(r)).collect();
+    println!("medians of {ROUNDS} rounds, IOPS:          write     read");
+    for ((who, _, _), m) in kinds.iter().zip(&medians) {
+        println!("  {who:<32} {:>9.0} {:>8.0}", m[0], m[1]);
+    }
     if probe.len() == ROUNDS {
         let probe = median(&probe);
-        println!("  python probe (threads)         {:>9.0} {:>8.0}", probe[0], probe[1]);
-        for (who, iops) in [
-            ("transport, threads (one round)", threads),
-            ("transport, io_uring (one round)", uring),
-            ("driver, threads (the probe's backend)", driver_threads),
-            ("driver, io_uring", driver),
-        ] {
+        println!("  {:<32} {:>9.0} {:>8.0}", "python probe (threads)", probe[0], probe[1]);
+        let one_round = [("transport, threads (one round)", threads), ("transport, io_uring (one round)", uring)];
+        let rows = kinds.iter().map(|(who, _, _)| *who).zip(medians.iter().copied());
+        for (who, iops) in one_round.into_iter().chain(rows) {
             println!("{who} / probe: write {:.2}x, read {:.2}x", iops[0] / probe[0], iops[1] / probe[1]);
         }
     }
-    assert!([null, uring, threads, driver, driver_threads].iter().flatten().all(|&x| x > 0.0), "some I/O failed");
+    let driver: Vec<f64> = medians.iter().flatten().copied().collect();
+    assert!([null, uring, threads].iter().flatten().chain(&driver).all(|&x| x > 0.0), "some I/O failed");
 }
