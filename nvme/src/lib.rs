@@ -7,6 +7,8 @@
 //! - [`driver`] is the userspace host driver (controller bring-up, queues, PRPs,
 //!   completions) that turns a transport into a [`device::Device`].
 //! - [`device`] is the command-level interface every target offers to the runner.
+//! - [`input`] reads the small text files nvtest is given (suites, profiles, topologies)
+//!   with a bound on their size.
 //!
 //! This crate knows neither the simulated drive nor the runner.
 
@@ -15,6 +17,7 @@ compile_error!("nvme's spec structures are laid out for a little-endian host, as
 
 pub mod device;
 pub mod driver;
+pub mod input;
 pub mod linux;
 pub mod spec;
 pub mod transport;

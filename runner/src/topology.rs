@@ -357,7 +357,7 @@ impl Topology {
     pub fn from_path(path: impl AsRef<Path>) -> Result<Topology, TopologyError> {
         let path = path.as_ref();
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let text = nvme::input::read_text_file(path)
             .map_err(|e| TopologyError::Read { origin: origin.clone(), message: e.to_string() })?;
         Topology::from_str(&text, &origin)
     }
@@ -1061,7 +1061,7 @@ pub fn load_expected(path: impl AsRef<Path>) -> Result<Vec<ExpectedFinding>, Str
     let path = path.as_ref();
     let origin = path.display().to_string();
     let text =
-        std::fs::read_to_string(path).map_err(|e| format!("{origin}: cannot read the expected findings: {e}"))?;
+        nvme::input::read_text_file(path).map_err(|e| format!("{origin}: cannot read the expected findings: {e}"))?;
     parse_expected(&text, &origin)
 }
 

@@ -163,6 +163,28 @@ fn a_suite_file_that_does_not_exist_is_an_error_line() {
     assert!(stderr(&output).starts_with("/nonexistent/mine.yaml: cannot read the suite"), "{}", stderr(&output));
 }
 
+/// Every file argument is read with a bound: an endless device, random bytes or a
+/// directory given as a suite, profile, topology or expected findings is one error line
+/// and exit 2, not a process that reads until memory runs out.
+#[test]
+fn an_endless_binary_or_directory_input_is_one_error_line() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["--suite", "/dev/zero"], "/dev/zero: cannot read the suite: it holds more than 4 MiB"),
+        (&["--suite", "namespaces", "sim:/dev/zero"], "/dev/zero: cannot read the profile: it holds more than 4 MiB"),
+        (&["--suite", "namespaces", "sim:/dev/urandom"], "/dev/urandom: cannot read the profile"),
+        (&["--suite", "namespaces", "qemu:/dev/zero"], "/dev/zero: cannot read the topology: it holds more than"),
+        (&["--suite", "namespaces", "--expect", "/dev/zero"], "/dev/zero: cannot read the expected findings"),
+        (&["--suite", "/tmp"], "/tmp: cannot read the suite: it is a directory"),
+    ];
+    for (args, says) in cases {
+        let output = nvtest(args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "nvtest {args:?}:\n{err}");
+        assert!(err.contains(says), "nvtest {args:?} should say `{says}`:\n{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "nvtest {args:?}: one line:\n{err}");
+    }
+}
+
 #[test]
 fn usage_errors_exit_2() {
     for args in

@@ -254,8 +254,8 @@ impl Profile {
     pub fn from_path(path: impl AsRef<Path>) -> Result<Profile, ProfileError> {
         let path = path.as_ref();
         let origin = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ProfileError::Read { origin: origin.clone(), source })?;
+        let text = nvme::input::read_text_file(path)
+            .map_err(|source| ProfileError::Read { origin: origin.clone(), source })?;
         Profile::from_str(&text, &origin)
     }
 

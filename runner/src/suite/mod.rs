@@ -139,7 +139,7 @@ pub fn yaml_options() -> serde_saphyr::Options {
 /// Reads, validates and expands the suite at `path`. With `expected_name` (the NAME of
 /// `--suite NAME`), the file's `suite:` must say the same.
 pub fn load_file(path: &Path, expected_name: Option<&str>) -> Result<LoadedSuite, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let text = nvme::input::read_text_file(path).map_err(|e| {
         LoadError::single(SuiteError {
             file: path.to_path_buf(),
             pos: None,

@@ -1,0 +1,56 @@
+//! Reading the small text files nvtest is given (suites, simulated-drive profiles, QEMU
+//! topologies, expected findings), bounded in size: a path such as /dev/zero or a huge
+//! file is an error naming it, not a process that reads until memory runs out.
+
+use std::io::{self, Read};
+use std::path::Path;
+
+/// The most a suite, profile, topology or expected-findings file may hold.
+pub const MAX_TEXT_FILE_BYTES: u64 = 4 << 20;
+
+/// Reads `path` as UTF-8 text of at most [`MAX_TEXT_FILE_BYTES`]. Pipes and process
+/// substitutions work (nothing is asked of the file's type); a directory, a longer or
+/// endless stream, or bytes that are not UTF-8 are errors.
+pub fn read_text_file(path: &Path) -> io::Result<String> {
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.is_dir() {
+        return Err(io::Error::new(io::ErrorKind::IsADirectory, "it is a directory"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_TEXT_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_TEXT_FILE_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("it holds more than {} MiB (these files are small YAML texts)", MAX_TEXT_FILE_BYTES >> 20),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("it is not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endless_file_is_an_error_not_a_memory_exhaustion() {
+        let e = read_text_file(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
+        assert!(e.to_string().contains("more than 4 MiB"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_file_a_directory_and_binary_data() {
+        assert_eq!(read_text_file(Path::new("/dev/null")).unwrap(), "");
+        assert_eq!(read_text_file(Path::new("/")).unwrap_err().kind(), io::ErrorKind::IsADirectory);
+        let dir = tempfile::tempdir().unwrap();
+        let binary = dir.path().join("binary");
+        std::fs::write(&binary, b"suite: x\n\xff\xfe").unwrap();
+        let e = read_text_file(&binary).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8 text (byte 9)"), "{e}");
+    }
+}
