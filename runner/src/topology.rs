@@ -322,25 +322,13 @@ fn parse_size(text: &SizeText) -> Result<u64, String> {
 // ---------------------------------------------------------------------------------
 // Loading.
 
-/// How topology files are read: duplicate keys are errors, booleans only `true`/`false`.
-fn yaml_options() -> serde_saphyr::Options {
-    let mut options = serde_saphyr::Options::default();
-    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::Error;
-    options.strict_booleans = true;
-    options
-}
-
 fn yaml_error(origin: &str, e: &serde_saphyr::Error) -> TopologyError {
     use serde_saphyr::MessageFormatter;
     let (line, column) = e.location().map(|l| (l.line().max(1), l.column().max(1))).unwrap_or((1, 1));
     let message = serde_saphyr::UserMessageFormatter.format_message(e.without_snippet()).into_owned();
-    TopologyError::Invalid { origin: origin.to_string(), line, column, message: clarify(&message) }
-}
-
-/// Rewrites the YAML reader's terse messages into "what is wrong; what is allowed".
-fn clarify(message: &str) -> String {
     let message = message.trim();
-    crate::yaml_message::clarify(message).unwrap_or_else(|| message.to_string())
+    let message = crate::yaml_message::clarify(message).unwrap_or_else(|| message.to_string());
+    TopologyError::Invalid { origin: origin.to_string(), line, column, message }
 }
 
 fn invalid<T>(origin: &str, at: &Location, message: impl Into<String>) -> Result<T, TopologyError> {
@@ -364,8 +352,8 @@ impl Topology {
 
     /// Parses topology text; `origin` names it in errors.
     pub fn from_str(text: &str, origin: &str) -> Result<Topology, TopologyError> {
-        let file: TopologyFile =
-            serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| yaml_error(origin, &e))?;
+        let file: TopologyFile = serde_saphyr::from_str_with_options(text, crate::suite::yaml_options())
+            .map_err(|e| yaml_error(origin, &e))?;
         file.validate(origin)
     }
 
@@ -1067,8 +1055,8 @@ pub fn load_expected(path: impl AsRef<Path>) -> Result<Vec<ExpectedFinding>, Str
 
 /// Parses expected-findings text; `origin` names it in errors.
 pub fn parse_expected(text: &str, origin: &str) -> Result<Vec<ExpectedFinding>, String> {
-    let file: ExpectedFile =
-        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| yaml_error(origin, &e).to_string())?;
+    let file: ExpectedFile = serde_saphyr::from_str_with_options(text, crate::suite::yaml_options())
+        .map_err(|e| yaml_error(origin, &e).to_string())?;
     let err = |at: &Location, message: String| -> String {
         TopologyError::Invalid {
             origin: origin.to_string(),

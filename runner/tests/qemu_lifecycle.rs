@@ -49,12 +49,17 @@ struct Run {
 }
 
 fn start(args: &[&str], label: &str) -> Run {
+    start_with_env(args, label, &[])
+}
+
+fn start_with_env(args: &[&str], label: &str, env: &[(&str, &Path)]) -> Run {
     let tmp = tempfile::tempdir().unwrap();
     let marker = format!("{label}-{}", std::process::id());
     let child = Command::new(env!("CARGO_BIN_EXE_nvtest"))
         .args(args)
         .env("TMPDIR", tmp.path())
         .env("NVTEST_LIFECYCLE_MARK", &marker)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -148,18 +153,11 @@ fn an_interrupted_guest_recipe_is_stopped_with_its_children() {
         "#!/bin/bash\nwork=\"$TMPDIR/recipe-work\"\nmkdir \"$work\"\ntrap 'rm -rf \"$work\"' EXIT\nsleep 60\n",
     )
     .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let marker = format!("recipe-{}", std::process::id());
-    let child = Command::new(env!("CARGO_BIN_EXE_nvtest"))
-        .args(["--suite", "namespaces", "qemu-linux:ns32"])
-        .env("TMPDIR", tmp.path())
-        .env("NVTEST_LIFECYCLE_MARK", &marker)
-        .env("NVTEST_GUEST_RECIPE", &recipe)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let run = Run { child, marker, tmp };
+    let run = start_with_env(
+        &["--suite", "namespaces", "qemu-linux:ns32"],
+        "recipe",
+        &[("NVTEST_GUEST_RECIPE", recipe.as_path())],
+    );
     let work = run.tmp.path().join("recipe-work");
     let deadline = Instant::now() + Duration::from_secs(30);
     while !(work.is_dir() && marked_processes(&run.marker).len() >= 3) {

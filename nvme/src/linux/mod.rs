@@ -491,12 +491,10 @@ impl Device for LinuxDevice {
         Err(DeviceError::Unsupported("asynchronous events are consumed by the kernel driver".into()))
     }
 
-    /// Asks the driver to rescan (NVME_IOCTL_RESCAN), then waits (bounded) until the
-    /// namespaces with device nodes are exactly the drive's active namespace list.
     /// The driver's reset (NVME_IOCTL_RESET), then a bounded wait for the controller to
-    /// be live again and for its namespace devices to match the drive's active list.
+    /// be live again and for its namespace devices to match the drive's active list
+    /// ([`Device::namespaces_changed`], which also closes the namespace devices held).
     fn controller_reset(&mut self) -> Result<(), DeviceError> {
-        self.backend.forget_namespaces();
         self.backend.reset().map_err(|e| errno_error(e, "controller reset (NVME_IOCTL_RESET)", 0))?;
         let wait = Duration::from_millis(self.options.long_command_timeout_ms);
         let deadline = Instant::now() + wait;
@@ -517,6 +515,8 @@ impl Device for LinuxDevice {
         self.namespaces_changed()
     }
 
+    /// Asks the driver to rescan (NVME_IOCTL_RESCAN), then waits (bounded) until the
+    /// namespaces with device nodes are exactly the drive's active namespace list.
     fn namespaces_changed(&mut self) -> Result<(), DeviceError> {
         self.backend.forget_namespaces();
         self.backend.rescan().map_err(|e| errno_error(e, "namespace rescan (NVME_IOCTL_RESCAN)", 0))?;

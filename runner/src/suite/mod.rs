@@ -128,7 +128,8 @@ impl fmt::Display for LoadError {
 
 impl std::error::Error for LoadError {}
 
-/// How suites are read: duplicate keys are errors, booleans are only `true` / `false`.
+/// How suites, topologies and expected findings are read: duplicate keys are errors,
+/// booleans are only `true` / `false`.
 pub fn yaml_options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::Error;

@@ -59,19 +59,12 @@ impl Drop for WatchedGroup {
 /// SIGINT/SIGTERM the whole group gets SIGTERM (a shell in it runs its EXIT trap)
 /// before nvtest exits. The group is registered before a signal can be handled.
 pub fn spawn_watched_group(cmd: &mut Command) -> io::Result<(Child, WatchedGroup)> {
-    install_signal_watcher()?;
+    install_interrupt_cleanup()?;
     let mut held = groups();
     let child = cmd.process_group(0).spawn()?;
     let pgid = child.id() as i32;
     held.push(pgid);
     Ok((child, WatchedGroup(pgid)))
-}
-
-/// Installs the SIGINT/SIGTERM watcher without starting a machine, for a caller whose
-/// children die with it anyway (`PR_SET_PDEATHSIG`) but who wants the watched groups
-/// stopped and the exit status 128 + signal.
-pub fn install_interrupt_cleanup() -> io::Result<()> {
-    install_signal_watcher()
 }
 
 fn registry() -> MutexGuard<'static, BTreeMap<u64, Entry>> {
@@ -86,7 +79,7 @@ pub(crate) struct StartGuard(MutexGuard<'static, BTreeMap<u64, Entry>>);
 
 /// Installs the signal watcher, then holds the registry for a machine's start.
 pub(crate) fn hold_for_start() -> Result<StartGuard, crate::transport::TransportError> {
-    install_signal_watcher().map_err(|e| crate::transport::TransportError::Other(format!("QEMU cleanup: {e}")))?;
+    install_interrupt_cleanup().map_err(|e| crate::transport::TransportError::Other(format!("QEMU cleanup: {e}")))?;
     Ok(StartGuard(registry()))
 }
 
@@ -205,7 +198,10 @@ fn reap_before_exit(pids: &[u32]) {
     }
 }
 
-fn install_signal_watcher() -> io::Result<()> {
+/// Installs (once) the SIGINT/SIGTERM watcher described above. Machines install it as
+/// they start; a caller without a machine whose children die with it anyway
+/// (`PR_SET_PDEATHSIG`) installs it for the watched groups and the exit status 128 + signal.
+pub fn install_interrupt_cleanup() -> io::Result<()> {
     static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
     let result = INSTALLED.get_or_init(|| {
         use signal_hook::consts::{SIGINT, SIGTERM};
