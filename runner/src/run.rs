@@ -85,6 +85,49 @@ impl CaseRunner for Session {
     }
 }
 
+/// A runner whose drive passed the safety gate: before the first case of every further
+/// suite the gate's check runs again ([`safety::Guard::recheck`]); once it finds the
+/// drive in use, no destructive case is sent any more (each is an error saying why).
+pub struct Rechecked<R> {
+    inner: R,
+    guard: Option<safety::Guard>,
+    suite: Option<String>,
+    stopped: Option<String>,
+}
+
+impl<R> Rechecked<R> {
+    /// `guard`: what the gate holds (`None` when no destructive case runs).
+    pub fn new(inner: R, guard: Option<safety::Guard>) -> Self {
+        Rechecked { inner, guard, suite: None, stopped: None }
+    }
+}
+
+impl<R: CaseRunner> CaseRunner for Rechecked<R> {
+    fn identity(&self) -> DeviceIdentity {
+        self.inner.identity()
+    }
+
+    fn run_case(&mut self, case: &ExpandedCase) -> CaseOutcome {
+        if self.suite.as_deref() != Some(case.suite.as_str()) {
+            // The first suite runs right after the gate's own check.
+            let further = self.suite.replace(case.suite.clone()).is_some();
+            if let (true, None, Some(guard)) = (further, &self.stopped, self.guard.as_mut()) {
+                if let Err(lines) = guard.recheck() {
+                    self.stopped = Some(format!(
+                        "the safety gate's check before suite `{}` found the drive in use: {}",
+                        case.suite,
+                        lines.join("; ")
+                    ));
+                }
+            }
+        }
+        match &self.stopped {
+            Some(why) if case.destructive => error_outcome(format!("destructive case not run: {why}")),
+            _ => self.inner.run_case(case),
+        }
+    }
+}
+
 /// Why a run could not do its job (exit status 2), as one line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunError {
@@ -199,12 +242,13 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
                 return run_with(suites, options, || Err::<Session, _>("listing opens nothing".to_string()));
             }
             let cases = safety::destructive_cases(suites, &arguments(options), options.safety.preserve);
-            // Held until the run ends.
-            let _claims = safety::gate(host, path, &cases, &options.safety)?;
+            // Held until the run ends, and checked again between suites.
+            let guard = safety::gate(host, path, &cases, &options.safety)?;
             let (host, path) = (host.clone(), path.clone());
             run_with(suites, options, move || {
                 let device = safety::open_linux_target(&host, &path)?;
-                checked(Session::with_device(path.display().to_string(), device)?)
+                let session = checked(Session::with_device(path.display().to_string(), device)?)?;
+                Ok(Rechecked::new(session, guard))
             })
         }
     }

@@ -325,3 +325,178 @@ fn with_preserve_the_gate_lets_the_run_reach_the_device() {
     let RunError::Target(text) = &e else { panic!("{e:?}") };
     assert!(text.contains("does not answer the NVMe passthrough ioctls (ENOTTY)"), "{text}");
 }
+
+#[test]
+fn a_loop_device_on_a_namespace_is_refused_with_the_chain() {
+    // losetup /dev/loop0 /dev/nvme0n2: nothing holds the namespace open, no holders/.
+    let (_dir, mut t) = drive();
+    let backing = t.node("nvme0n2");
+    t.loop_device(0, &backing).unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(has(&lines, "(namespace 2 of nvme0) backs ") && has(&lines, "loop0 (a loop device)"), "{lines:?}");
+    assert!(has(&lines, "losetup -d "), "{lines:?}");
+}
+
+#[test]
+fn a_filesystem_mounted_on_a_loop_device_over_the_drive_is_traced_back() {
+    let (_dir, mut t) = drive();
+    let backing = t.node("nvme0n1p1");
+    let lo = t.loop_device(3, &backing).unwrap();
+    t.mount(&lo, "/mnt/x", "ext4").unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(
+        has(&lines, "loop3 (loop device on ")
+            && has(&lines, "(partition of namespace 1 of nvme0)) is mounted at /mnt/x (ext4)"),
+        "the mount names the whole chain: {lines:?}"
+    );
+}
+
+#[test]
+fn a_loop_device_backed_by_a_file_on_the_drive_is_refused() {
+    // A file on a filesystem of namespace 1 backs loop1; the filesystem was lazily
+    // unmounted, so only the loop device holds it.
+    let (_dir, mut t) = drive();
+    let image = t.file_on("nvme0n1", "mnt/ns1/disk.img").unwrap();
+    let lo = t.loop_device(1, &image).unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "(namespace 1 of nvme0) holds ") && has(&lines, "disk.img, the backing file of "), "{lines:?}");
+    // And a loop device on that loop device: stacked at any depth.
+    let inner = t.node(&lo);
+    let lo2 = t.loop_device(2, &inner).unwrap();
+    t.mount(&lo2, "/mnt/inner", "ext4").unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "loop2 (loop device on ") && has(&lines, "is mounted at /mnt/inner"), "{lines:?}");
+}
+
+#[test]
+fn a_loop_device_on_another_disk_is_not_the_drive() {
+    let (_dir, mut t) = drive();
+    let sda = t.node("sda");
+    t.loop_device(0, &sda).unwrap();
+    let elsewhere = t.file_on("sda1", "home/disk.img").unwrap();
+    t.loop_device(1, &elsewhere).unwrap();
+    let cases = [case("namespaces", "create", true)];
+    let refs: Vec<&ExpandedCase> = cases.iter().collect();
+    assert!(gate(&t.host(), &t.node("nvme0"), &refs, &allowed()).is_ok());
+}
+
+#[test]
+fn a_loop_device_whose_backing_cannot_be_told_fails_closed() {
+    let (_dir, mut t) = drive();
+    t.loop_device(5, std::path::Path::new("/nonexistent/disk.img (deleted)")).unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "cannot tell what backs loop device ") && has(&lines, "loop5"), "{lines:?}");
+}
+
+#[test]
+fn a_memory_mapping_of_a_namespace_is_refused_after_its_descriptor_closed() {
+    let (_dir, mut t) = drive();
+    let node = t.node("nvme0n2");
+    t.mapping(5151, "mapper", &node, "00:05").unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        has(&lines, "process 5151 (mapper) has ") && has(&lines, "(namespace 2 of nvme0) memory-mapped"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_mapped_or_open_file_on_the_drives_filesystem_is_refused() {
+    // The filesystem was lazily unmounted (no mount line), but a process still maps a
+    // file of it, and another has one open.
+    let (_dir, mut t) = drive();
+    let file = t.file_on("nvme0n1p1", "mnt/data/db.bin").unwrap();
+    let dev = {
+        let text = std::fs::read_to_string(t.root().join("sys/class/block/nvme0n1p1/dev")).unwrap();
+        let (maj, min) = text.trim().split_once(':').unwrap();
+        format!("{:02x}:{:02x}", maj.parse::<u32>().unwrap(), min.parse::<u32>().unwrap())
+    };
+    t.mapping(6161, "db", &file, &dev).unwrap();
+    let dir = t.root().join("proc/6262");
+    std::fs::create_dir_all(dir.join("fd")).unwrap();
+    std::fs::write(dir.join("comm"), "tail\n").unwrap();
+    std::os::unix::fs::symlink(&file, dir.join("fd/4")).unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(has(&lines, "process 6161 (db) has ") && has(&lines, "db.bin, a file on "), "{lines:?}");
+    assert!(has(&lines, "process 6262 (tail) has ") && has(&lines, "db.bin open, a file on "), "{lines:?}");
+}
+
+#[test]
+fn a_mount_in_another_mount_namespace_is_named_with_its_process() {
+    let (_dir, mut t) = drive();
+    t.mount_elsewhere(3131, "containerd", "nvme0n2", "/var/lib/data", "xfs").unwrap();
+    let lines = refused(&t, &allowed());
+    assert!(
+        has(&lines, "(namespace 2 of nvme0) is mounted at /var/lib/data (xfs) in the mount namespace of process 3131"),
+        "{lines:?}"
+    );
+    assert!(has(&lines, "nsenter -t 3131 -m umount /var/lib/data"), "{lines:?}");
+}
+
+#[test]
+fn the_recheck_sees_what_started_using_the_drive_after_the_gate() {
+    let (_dir, mut t) = drive();
+    let cases = [case("namespaces", "create", true)];
+    let refs: Vec<&ExpandedCase> = cases.iter().collect();
+    let mut guard = gate(&t.host(), &t.node("nvme0"), &refs, &allowed()).unwrap().expect("a guard");
+    guard.recheck().expect("nothing changed: the recheck passes");
+    // A namespace created by the run is held from the next check on.
+    t.namespace(0, 3, 3).unwrap();
+    guard.recheck().unwrap();
+    let held: Vec<PathBuf> = guard.paths().into_iter().map(PathBuf::from).collect();
+    assert_eq!(held, [t.node("nvme0n1"), t.node("nvme0n2"), t.node("nvme0n3")]);
+    // A loop device set up during the run.
+    let backing = t.node("nvme0n3");
+    t.loop_device(0, &backing).unwrap();
+    let lines = guard.recheck().unwrap_err();
+    assert!(has(&lines, "(namespace 3 of nvme0) backs ") && has(&lines, "loop0"), "{lines:?}");
+}
+
+/// Counts the cases it is handed; every case passes.
+struct Counting(Vec<String>);
+
+impl nvtest::run::CaseRunner for Counting {
+    fn identity(&self) -> nvtest::exec::DeviceIdentity {
+        nvtest::exec::DeviceIdentity::default()
+    }
+
+    fn run_case(&mut self, case: &ExpandedCase) -> nvtest::verdict::CaseOutcome {
+        self.0.push(format!("{}::{}", case.suite, case.name));
+        nvtest::verdict::CaseOutcome {
+            verdict: nvtest::verdict::Verdict::Pass,
+            log: vec![],
+            duration: std::time::Duration::ZERO,
+        }
+    }
+}
+
+#[test]
+fn a_loop_device_set_up_mid_run_stops_the_destructive_cases_of_the_next_suite() {
+    use nvtest::run::{CaseRunner, Rechecked};
+    use nvtest::verdict::Verdict;
+    let (_dir, mut t) = drive();
+    let first = [case("namespaces", "create", true), case("namespaces", "delete", true)];
+    let refs: Vec<&ExpandedCase> = first.iter().collect();
+    let guard = gate(&t.host(), &t.node("nvme0"), &refs, &allowed()).unwrap();
+    let mut runner = Rechecked::new(Counting(Vec::new()), guard);
+    assert_eq!(runner.run_case(&first[0]).verdict, Verdict::Pass);
+    // Set up while the first suite runs: seen before the next suite, not mid-suite.
+    let backing = t.node("nvme0n1");
+    t.loop_device(0, &backing).unwrap();
+    assert_eq!(runner.run_case(&first[1]).verdict, Verdict::Pass);
+    let destructive = runner.run_case(&case("trim", "deallocate", true));
+    match &destructive.verdict {
+        Verdict::Error(e) => assert!(
+            e.contains("destructive case not run: the safety gate's check before suite `trim` found the drive in use")
+                && e.contains("(namespace 1 of nvme0) backs ")
+                && e.contains("loop0"),
+            "{e}"
+        ),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    // Read-only cases still run; later destructive ones stay stopped.
+    assert_eq!(runner.run_case(&case("trim", "identify", false)).verdict, Verdict::Pass);
+    assert!(matches!(runner.run_case(&case("basics", "format", true)).verdict, Verdict::Error(_)));
+}

@@ -259,6 +259,67 @@ impl FakeTree {
         link(&self.node(name), &dir.join("fd/3"))
     }
 
+    /// Loop device `loopN` bound to `backing` (a node of this tree, or a file made by
+    /// [`FakeTree::file_on`]), as `losetup /dev/loopN BACKING` leaves it.
+    pub fn loop_device(&mut self, n: u32, backing: &Path) -> io::Result<String> {
+        let name = format!("loop{n}");
+        let dir = self.sys(&format!("devices/virtual/block/{name}"));
+        write(&dir.join("dev"), &format!("7:{n}\n"))?;
+        write(&dir.join("loop/backing_file"), &format!("{}\n", backing.display()))?;
+        self.register_block(&name, &dir, 7, n)?;
+        Ok(name)
+    }
+
+    /// A regular file `RELATIVE` (under the tree's root) on the filesystem of block
+    /// device `name`: a file in a filesystem on the drive.
+    pub fn file_on(&self, name: &str, relative: &str) -> io::Result<PathBuf> {
+        let path = self.root.join(relative);
+        write(&path, &format!("f {}\n", self.dev_of(name)?))?;
+        Ok(path)
+    }
+
+    /// Process `pid` (`comm`) with `target` (a node, or a file of [`FakeTree::file_on`])
+    /// memory-mapped, its descriptor closed: a line of `proc/PID/maps` and the
+    /// `map_files/` link the kernel keeps for it.
+    pub fn mapping(&mut self, pid: u32, comm: &str, target: &Path, maps_dev: &str) -> io::Result<()> {
+        let dir = self.root.join(format!("proc/{pid}"));
+        write(&dir.join("comm"), &format!("{comm}\n"))?;
+        fs::create_dir_all(dir.join("fd"))?;
+        let range = "7f0000000000-7f0000100000";
+        let mut maps = fs::OpenOptions::new().create(true).append(true).open(dir.join("maps"))?;
+        writeln!(maps, "55d000000000-55d000001000 r-xp 00000000 08:01 1234 /usr/bin/{comm}")?;
+        writeln!(maps, "{range} rw-s 00000000 {maps_dev} 321 {}", target.display())?;
+        writeln!(maps, "7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0 [stack]")?;
+        link(target, &dir.join(format!("map_files/{range}")))?;
+        let program = self.root.join(format!("usr/bin/{comm}"));
+        write(&program, "f 8:1\n")?;
+        link(&program, &dir.join("map_files/55d000000000-55d000001000"))
+    }
+
+    /// Block device `name` mounted at `mountpoint` in another mount namespace, the one
+    /// process `pid` (`comm`) is in (nvtest's own namespace is `mnt:[4026531840]`).
+    pub fn mount_elsewhere(
+        &mut self,
+        pid: u32,
+        comm: &str,
+        name: &str,
+        mountpoint: &str,
+        fstype: &str,
+    ) -> io::Result<()> {
+        let own = self.root.join("proc/self/ns/mnt");
+        if fs::symlink_metadata(&own).is_err() {
+            link(Path::new("mnt:[4026531840]"), &own)?;
+        }
+        let dir = self.root.join(format!("proc/{pid}"));
+        write(&dir.join("comm"), &format!("{comm}\n"))?;
+        link(Path::new(&format!("mnt:[{}]", 4026532000u64 + pid as u64)), &dir.join("ns/mnt"))?;
+        let id = self.next_mount_id;
+        self.next_mount_id += 1;
+        let dev = self.dev_of(name)?;
+        let mut file = fs::OpenOptions::new().create(true).append(true).open(dir.join("mountinfo"))?;
+        writeln!(file, "{id} 1 {dev} / {mountpoint} rw,relatime - {fstype} /dev/{name} rw")
+    }
+
     /// Adds flags to a node (`busy`: an exclusive open fails; `eacces`: any open fails).
     pub fn flag_node(&self, name: &str, flag: &str) -> io::Result<()> {
         let path = self.node(name);

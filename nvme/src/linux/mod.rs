@@ -5,6 +5,7 @@
 //!   and the checks that a path names a controller at all (the bad-input errors).
 //! - [`passthru`]: the ioctl structures and request numbers, and the [`Passthrough`]
 //!   seam (the kernel, or a fake in tests).
+//! - [`loopdev`]: bound loop devices and what backs them (for the safety gate).
 //! - [`fake`]: fake `sys/`, `dev/`, `proc/` trees for tests.
 //! - [`LinuxDevice`]: the [`Device`] the runner drives. Admin commands go to the
 //!   controller's character device, I/O commands to the generic character device
@@ -27,6 +28,7 @@
 //! controllers, so the driver's own asynchronous events are not cleared by nvtest.
 
 pub mod fake;
+pub mod loopdev;
 pub mod passthru;
 pub mod sysfs;
 

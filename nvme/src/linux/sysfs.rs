@@ -7,7 +7,9 @@
 //! the safety gate are tested on fake trees. A fake tree's device nodes are regular files
 //! whose text says what they stand for: `c 245:0` (a character device, major 245 minor
 //! 0) or `b 259:1` (a block device), optionally followed by `busy` (an exclusive open
-//! fails with EBUSY) or `eacces` (every open fails with EACCES).
+//! fails with EBUSY) or `eacces` (every open fails with EACCES); `f 259:1` is a regular
+//! file on the filesystem of block device 259:1 (a loop device's backing file, an open
+//! or memory-mapped file).
 //!
 //! Kernel facts this relies on (drivers/nvme/host, read for behaviour only):
 //! - a controller `nvmeN` is a device of class `nvme`; its `dev` attribute is the
@@ -68,10 +70,32 @@ impl DevNum {
     }
 }
 
+impl DevNum {
+    /// Parses `MAJ:MIN` in hexadecimal, as `/proc/PID/maps` writes a mapping's device.
+    pub fn parse_hex(text: &str) -> Option<DevNum> {
+        let (major, minor) = text.trim().split_once(':')?;
+        Some(DevNum { major: u32::from_str_radix(major, 16).ok()?, minor: u32::from_str_radix(minor, 16).ok()? })
+    }
+
+    /// From a `dev_t` as `stat` gives it (and as the kernel's `huge_encode_dev` makes it).
+    pub fn from_dev_t(dev: u64) -> DevNum {
+        DevNum { major: nix::sys::stat::major(dev) as u32, minor: nix::sys::stat::minor(dev) as u32 }
+    }
+}
+
 impl fmt::Display for DevNum {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.major, self.minor)
     }
+}
+
+/// What an open file, a memory mapping or a loop device's backing file is, by the
+/// kernel's numbers: a device node (the device it stands for), or a file of a
+/// filesystem (the device that filesystem lives on, `st_dev`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileIdentity {
+    Node(DevNode),
+    OnFilesystem(DevNum),
 }
 
 /// What a path in `/dev` is.
@@ -112,16 +136,27 @@ impl Host {
             }
             return Ok(fake_node(&fs::read_to_string(path).unwrap_or_default()).map(|(node, _)| node));
         }
-        let kind = if meta.file_type().is_char_device() {
-            NodeKind::Char
-        } else if meta.file_type().is_block_device() {
-            NodeKind::Block
-        } else {
-            return Ok(None);
-        };
-        let rdev = meta.rdev();
-        let num = DevNum { major: nix::sys::stat::major(rdev) as u32, minor: nix::sys::stat::minor(rdev) as u32 };
-        Ok(Some(DevNode { kind, num }))
+        Ok(node_of(&meta))
+    }
+
+    /// What `path` leads to, links followed: `/proc/PID/fd/N` and `/proc/PID/map_files/…`
+    /// are the kernel's own links to the open file, so this holds for a file in another
+    /// mount namespace or one already deleted.
+    pub fn identify(&self, path: &Path) -> io::Result<FileIdentity> {
+        if self.fake {
+            let meta = fs::metadata(path)?;
+            let text = if meta.is_file() { fs::read_to_string(path).unwrap_or_default() } else { String::new() };
+            if let Some((node, _)) = fake_node(&text) {
+                return Ok(FileIdentity::Node(node));
+            }
+            let on = text.strip_prefix("f ").and_then(|rest| DevNum::parse(rest.split_whitespace().next()?));
+            return Ok(FileIdentity::OnFilesystem(on.unwrap_or(DevNum { major: 0, minor: 0 })));
+        }
+        let meta = fs::metadata(path)?;
+        Ok(match node_of(&meta) {
+            Some(node) => FileIdentity::Node(node),
+            None => FileIdentity::OnFilesystem(DevNum::from_dev_t(meta.dev())),
+        })
     }
 
     /// `/dev/NAME` when it exists and is the device `kind` `num` (a node that is missing
@@ -175,6 +210,18 @@ impl Host {
     pub fn sys_path(&self, relative: &str) -> PathBuf {
         self.sys.join(relative)
     }
+}
+
+/// The device a node stands for; `None` when it is not a device node.
+fn node_of(meta: &fs::Metadata) -> Option<DevNode> {
+    let kind = if meta.file_type().is_char_device() {
+        NodeKind::Char
+    } else if meta.file_type().is_block_device() {
+        NodeKind::Block
+    } else {
+        return None;
+    };
+    Some(DevNode { kind, num: DevNum::from_dev_t(meta.rdev()) })
 }
 
 /// Parses a fake node's text: `c 245:0 [flags…]` or `b 259:1 [flags…]`.

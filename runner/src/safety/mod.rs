@@ -1,0 +1,262 @@
+//! The safety gate: before any destructive case runs on a drive owned by the Linux NVMe
+//! driver (`/dev/nvmeN`), nvtest checks — failing closed — that nothing on the machine
+//! uses the drive, holds exclusive opens on its block devices, and checks again before
+//! every further suite of the run.
+//!
+//! What is checked, for the controller and every controller of its NVM subsystem
+//! (Namespace Management acts on the whole subsystem: deleting NSID FFFFFFFFh deletes
+//! the namespaces of every controller), their namespaces, partitions and everything
+//! stacked on them at any depth ([`inventory`]: device-mapper, md, loop devices backed
+//! by a device of the drive or by a file on one), is in [`usage`]: mounts in every mount
+//! namespace, swap, holders and loop devices, every process's open descriptors and
+//! memory mappings, and the root filesystem. Anything that cannot be examined (an
+//! unreadable `/proc` entry, a loop device whose backing file cannot be told) counts as
+//! in use, and the line says what could not be checked and how to proceed.
+//!
+//! Then an exclusive open (O_EXCL, read-only) of every namespace block device, which the
+//! kernel refuses while the device is mounted, swapped on, held or opened exclusively in
+//! any mount namespace, and which keeps those off the drive while nvtest holds it. It
+//! does not keep a loop device or a mapping off (neither claims the device), and the
+//! namespaces a destructive case creates are new block devices: so [`Guard::recheck`]
+//! runs the whole check again between suites and takes the exclusive opens anew.
+//!
+//! Destructive cases also need `--allow-destructive`, and on a kernel target
+//! `--confirm-serial SN` equal to the controller's serial (sysfs before anything is
+//! sent; Identify Controller once the device is open). `--preserve` runs only the
+//! non-destructive cases. The simulated drive and QEMU are disposable: no opt-in there.
+//!
+//! Every refusal is one line per finding saying what was found and what to do; nothing
+//! is sent to the device when any is found.
+
+mod inventory;
+mod usage;
+
+pub use inventory::{inventory, Member, Stacking};
+pub use usage::in_use;
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use libtest_mimic::{Arguments, Trial};
+use nvme::device::Device;
+use nvme::linux::sysfs::{self, ControllerInfo};
+use nvme::linux::{Host, LinuxDevice, Options};
+
+use crate::exec::DeviceIdentity;
+use crate::suite::{ExpandedCase, LoadedSuite};
+
+/// The opt-ins and restraints of the command line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SafetyOptions {
+    /// `--allow-destructive`: destructive cases may run on a kernel target.
+    pub allow_destructive: bool,
+    /// `--confirm-serial SN`: the serial the user expects the controller to have.
+    pub confirm_serial: Option<String>,
+    /// `--preserve`: only non-destructive cases run; destructive ones are skipped.
+    pub preserve: bool,
+}
+
+/// Why the gate stops a run (exit status 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GateError {
+    /// The path is not a controller nvtest can drive: one line with the fix.
+    BadTarget(String),
+    /// Destructive cases would run and something says they must not: one line each.
+    Refused { target: String, findings: Vec<String> },
+}
+
+impl std::fmt::Display for GateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GateError::BadTarget(line) => f.write_str(line),
+            GateError::Refused { target, findings } => {
+                write!(f, "refusing to run destructive cases on {target} (nothing was sent to it):")?;
+                for line in findings {
+                    write!(f, "\n  {line}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Block devices held open with O_EXCL for the run; dropping this releases them.
+#[derive(Debug, Default)]
+pub struct Claims {
+    held: Vec<(PathBuf, File)>,
+}
+
+impl Claims {
+    /// The devices held.
+    pub fn paths(&self) -> Vec<&Path> {
+        self.held.iter().map(|(p, _)| p.as_path()).collect()
+    }
+}
+
+/// A drive that passed the gate, held for the run: its exclusive opens, and what is
+/// needed to check it again.
+#[derive(Debug)]
+pub struct Guard {
+    host: Host,
+    ctrl: ControllerInfo,
+    claims: Claims,
+}
+
+impl Guard {
+    /// The devices held exclusively now.
+    pub fn paths(&self) -> Vec<&Path> {
+        self.claims.paths()
+    }
+
+    /// The whole check again, on the drive as it is now (new namespaces, new stacking):
+    /// `Err` with one line per finding when anything uses it. The exclusive opens are
+    /// taken anew on the namespaces there are now (those of deleted namespaces are let
+    /// go); while nvtest holds none of a namespace's, it has checked that nothing uses it.
+    pub fn recheck(&mut self) -> Result<(), Vec<String>> {
+        let members = inventory(&self.host, &self.ctrl).map_err(|e| {
+            vec![format!(
+                "cannot tell what belongs to {} ({e}): nothing more is run until it can be checked",
+                self.ctrl.node.display()
+            )]
+        })?;
+        let findings = in_use(&self.host, &members);
+        if !findings.is_empty() {
+            return Err(findings);
+        }
+        self.claims = Claims::default();
+        self.claims = claim(&self.host, &members)?;
+        Ok(())
+    }
+}
+
+/// The trial name libtest-mimic filters on (as `run::trial_name`).
+fn trial_name(case: &ExpandedCase) -> String {
+    format!("{}::{}", case.suite, case.name)
+}
+
+/// The destructive cases a run with these arguments would execute (none with `preserve`).
+pub fn destructive_cases<'a>(suites: &'a [LoadedSuite], args: &Arguments, preserve: bool) -> Vec<&'a ExpandedCase> {
+    if preserve {
+        return Vec::new();
+    }
+    suites
+        .iter()
+        .flat_map(|s| s.cases.iter())
+        .filter(|c| c.destructive)
+        .filter(|c| !args.is_filtered_out(&Trial::test(trial_name(c), || Ok(()))))
+        .collect()
+}
+
+/// The destructive suites among `cases`, for messages: "`namespaces`, `trim`".
+fn suite_names(cases: &[&ExpandedCase]) -> String {
+    let names: BTreeSet<&str> = cases.iter().map(|c| c.suite.as_str()).collect();
+    names.into_iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// The gate for a kernel target: checks that `path` is a controller (always), and when
+/// destructive cases will run, the opt-ins and that nothing uses the drive; then holds
+/// the exclusive opens. `Ok(None)` when no destructive case runs.
+pub fn gate(
+    host: &Host,
+    path: &Path,
+    destructive: &[&ExpandedCase],
+    options: &SafetyOptions,
+) -> Result<Option<Guard>, GateError> {
+    let ctrl = sysfs::classify(host, path).map_err(|e| GateError::BadTarget(e.to_string()))?;
+    if destructive.is_empty() {
+        return Ok(None);
+    }
+    let shown = path.display().to_string();
+    let mut findings = Vec::new();
+    let suites = suite_names(destructive);
+    if !options.allow_destructive {
+        findings.push(format!(
+            "{} destructive case(s) of suite(s) {suites} would change data or configuration on {shown}: \
+             give --allow-destructive (and --confirm-serial SN) to run them, or --preserve to run only the \
+             non-destructive cases",
+            destructive.len()
+        ));
+    }
+    let serial = ctrl.serial.trim();
+    match options.confirm_serial.as_deref().map(str::trim) {
+        None => findings.push(format!(
+            "destructive cases on a drive of the Linux driver need --confirm-serial SN: {shown} is `{}`, serial `{serial}`; \
+             give that serial if this is the drive to be erased",
+            ctrl.model.trim()
+        )),
+        Some(given) if given != serial => findings.push(format!(
+            "--confirm-serial `{given}` does not match {shown}, whose serial is `{serial}` (model `{}`): \
+             check that you named the right drive",
+            ctrl.model.trim()
+        )),
+        Some(_) => {}
+    }
+    let members = match inventory(host, &ctrl) {
+        Ok(members) => members,
+        Err(e) => {
+            findings.push(format!("cannot tell what belongs to {shown} ({e}): nothing is run until it can be checked"));
+            return Err(GateError::Refused { target: shown, findings });
+        }
+    };
+    findings.extend(in_use(host, &members));
+    if !findings.is_empty() {
+        return Err(GateError::Refused { target: shown, findings });
+    }
+    match claim(host, &members) {
+        Ok(claims) => Ok(Some(Guard { host: host.clone(), ctrl, claims })),
+        Err(lines) => Err(GateError::Refused { target: shown, findings: lines }),
+    }
+}
+
+/// After the device opened: the serial the user confirmed must be Identify
+/// Controller's SN too (sysfs holds what the kernel read at probe time).
+pub fn confirm_identity(identity: &DeviceIdentity, options: &SafetyOptions, destructive: usize) -> Result<(), String> {
+    let Some(given) = options.confirm_serial.as_deref().map(str::trim) else { return Ok(()) };
+    if destructive == 0 || identity.serial.trim() == given {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to run destructive cases on {}: --confirm-serial `{given}` does not match Identify Controller SN \
+         `{}` (model `{}`); check that you named the right drive (only Identify was sent)",
+        identity.target,
+        identity.serial.trim(),
+        identity.model.trim()
+    ))
+}
+
+/// Opens a controller of the Linux NVMe driver as a device; the error is one line.
+pub fn open_linux_target(host: &Host, path: &Path) -> Result<Box<dyn Device>, String> {
+    LinuxDevice::open_on(host.clone(), path, Options::default())
+        .map(|d| Box::new(d) as Box<dyn Device>)
+        .map_err(|e| e.to_string())
+}
+
+/// Opens every namespace block device O_EXCL (read-only). The kernel refuses while a
+/// device is mounted, swapped on, held or opened exclusively, in any mount namespace.
+pub fn claim(host: &Host, members: &[Member]) -> Result<Claims, Vec<String>> {
+    let mut claims = Claims::default();
+    let mut refusals = Vec::new();
+    for m in members.iter().filter(|m| m.claim) {
+        let Some(node) = &m.node else { continue };
+        match host.open_exclusive(node) {
+            Ok(file) => claims.held.push((node.clone(), file)),
+            Err(e) if e.raw_os_error() == Some(nix::libc::EBUSY) => refusals.push(format!(
+                "the kernel reports {} busy (an exclusive open failed with EBUSY): something this check cannot see \
+                 uses it (a mount in another namespace, swap, device-mapper, md, or an exclusive opener); find it with \
+                 `lsblk` and `fuser -vm {}`",
+                m.what,
+                node.display()
+            )),
+            Err(e) => refusals.push(format!(
+                "cannot open {} exclusively ({e}): nothing is run until the drive can be held for the run",
+                m.what
+            )),
+        }
+    }
+    if refusals.is_empty() {
+        Ok(claims)
+    } else {
+        Err(refusals)
+    }
+}
