@@ -90,8 +90,26 @@ pub enum SetupStep {
     /// Makes a filesystem (busybox mke2fs) on the namespace's block device, mounts it
     /// with the ext4 driver and writes a file on it.
     Mount(u32),
-    /// sha256 of the namespace's block device before and after nvtest runs.
+    /// sha256 of the namespace's block device before and after nvtest runs, read with
+    /// O_DIRECT so that a write the page cache did not see is seen.
     Checksum(u32),
+    /// A loop device bound to the namespace's block device (`losetup`).
+    Loop(u32),
+    /// A loop device on the namespace with a filesystem made and mounted on the loop
+    /// device, a file written there.
+    LoopMount(u32),
+    /// A filesystem on the namespace holding a file that backs a loop device; the
+    /// filesystem is then lazily unmounted, so only the loop device holds it.
+    LoopFile(u32),
+    /// A process that memory-mapped the namespace's block device (shared, read-write)
+    /// and closed its descriptor.
+    Map(u32),
+    /// After the `before` checksums, one NVM Write of LBA 0 through the passthrough ioctl
+    /// (past the page cache): proves that the checksums see what nvtest's writes do.
+    RawWrite(u32),
+    /// A loop device bound to the namespace once nvtest has passed the gate (it printed
+    /// the device identity): the re-check before the next suite must find it.
+    LateLoop(u32),
     /// Runs nvtest (`--preserve`, the first suite) with this path as its target, which is
     /// not the controller: its exit status and output become a `target …` stage.
     Target(String),
@@ -103,7 +121,8 @@ impl SetupStep {
     /// Parses `mount 1; checksum 1; target /dev/null; unprivileged /dev/nvme0` (steps
     /// separated by `;` or newlines).
     pub fn parse_list(text: &str) -> Result<Vec<SetupStep>, String> {
-        const USAGE: &str = "write `mount NSID`, `checksum NSID`, `target PATH` or `unprivileged PATH`";
+        const USAGE: &str = "write `mount NSID`, `checksum NSID`, `loop NSID`, `loop-mount NSID`, `loop-file NSID`, \
+                             `map NSID`, `raw-write NSID`, `late-loop NSID`, `target PATH` or `unprivileged PATH`";
         let mut steps = Vec::new();
         for part in text.split([';', '\n']).map(str::trim).filter(|p| !p.is_empty()) {
             let mut words = part.split_whitespace();
@@ -119,6 +138,12 @@ impl SetupStep {
             steps.push(match verb {
                 "mount" => SetupStep::Mount(nsid()?),
                 "checksum" => SetupStep::Checksum(nsid()?),
+                "loop" => SetupStep::Loop(nsid()?),
+                "loop-mount" => SetupStep::LoopMount(nsid()?),
+                "loop-file" => SetupStep::LoopFile(nsid()?),
+                "map" => SetupStep::Map(nsid()?),
+                "raw-write" => SetupStep::RawWrite(nsid()?),
+                "late-loop" => SetupStep::LateLoop(nsid()?),
                 "target" | "unprivileged" if !arg.starts_with('/') => {
                     return Err(format!("guest setup step `{part}`: `{arg}` is not an absolute path"))
                 }
@@ -134,6 +159,12 @@ impl SetupStep {
         match self {
             SetupStep::Mount(nsid) => format!("mount {nsid}"),
             SetupStep::Checksum(nsid) => format!("checksum {nsid}"),
+            SetupStep::Loop(nsid) => format!("loop {nsid}"),
+            SetupStep::LoopMount(nsid) => format!("loop-mount {nsid}"),
+            SetupStep::LoopFile(nsid) => format!("loop-file {nsid}"),
+            SetupStep::Map(nsid) => format!("map {nsid}"),
+            SetupStep::RawWrite(nsid) => format!("raw-write {nsid}"),
+            SetupStep::LateLoop(nsid) => format!("late-loop {nsid}"),
             SetupStep::Target(path) => format!("target {path}"),
             SetupStep::Unprivileged(path) => format!("unprivileged {path}"),
         }
@@ -1241,6 +1272,20 @@ mod tests {
             SetupStep::parse_list("mount 1; checksum 1\nchecksum 2").unwrap(),
             [SetupStep::Mount(1), SetupStep::Checksum(1), SetupStep::Checksum(2)]
         );
+        let all = "loop 1; loop-mount 2; loop-file 3; map 4; raw-write 5; late-loop 6";
+        let steps = SetupStep::parse_list(all).unwrap();
+        assert_eq!(
+            steps,
+            [
+                SetupStep::Loop(1),
+                SetupStep::LoopMount(2),
+                SetupStep::LoopFile(3),
+                SetupStep::Map(4),
+                SetupStep::RawWrite(5),
+                SetupStep::LateLoop(6)
+            ]
+        );
+        assert_eq!(steps.iter().map(SetupStep::line).collect::<Vec<_>>().join("; "), all);
         assert!(SetupStep::parse_list("format 1").unwrap_err().contains("unknown step `format`"));
         assert!(SetupStep::parse_list("mount x").unwrap_err().contains("not a namespace ID"));
         assert!(SetupStep::parse_list("mount").unwrap_err().contains("write `mount NSID`"));

@@ -8,7 +8,14 @@
 //!   destructive ones are skipped, and the data is unchanged;
 //! - a serial that is not the controller's is refused, and nothing is written;
 //! - bad targets (missing, not NVMe, a directory, a namespace's block or generic device,
-//!   no privilege) each get exit status 2 and one line, on the real kernel.
+//!   no privilege) each get exit status 2 and one line, on the real kernel;
+//! - what no descriptor or holder shows is refused too, the chain named, the data
+//!   unchanged: a loop device on a namespace, a filesystem mounted on such a loop device,
+//!   a loop device backed by a file on a namespace's (lazily unmounted) filesystem, a
+//!   process that memory-mapped a namespace and closed its descriptor;
+//! - a loop device set up after the gate passed stops the next suite's destructive cases;
+//! - the checksums (O_DIRECT) see a raw passthrough write on a mounted namespace, so the
+//!   "data unchanged" checks above can fail.
 //!
 //! QEMU and the recipe's Debian packages must be available: where they are not, these
 //! tests fail with the reason, never skip. Guests run one at a time (two cores here).
@@ -73,6 +80,112 @@ fn a_mounted_namespace_refuses_destructive_suites_and_keeps_its_data() {
         "the file on the filesystem is still there: {:?}",
         outcome.stages
     );
+}
+
+/// Every opt-in given: only the gate stands between the suites and the drive.
+fn with_every_opt_in(r: &mut GuestRequest) {
+    r.safety.allow_destructive = true;
+    r.safety.confirm_serial = Some(SERIAL.into());
+}
+
+/// A refusal (exit 2, nothing run) naming every piece of `chain`, the data unchanged.
+fn refused_naming(outcome: &GuestOutcome, chain: &[&str]) {
+    let console = outcome.console.join("\n");
+    assert_eq!(outcome.exit_status, 2, "a refusal is exit status 2: {console}");
+    assert!(console.contains("refusing to run destructive cases on /dev/nvme0"), "{console}");
+    for piece in chain {
+        assert!(console.contains(piece), "the refusal should name `{piece}`: {console}");
+    }
+    assert!(outcome.junit.is_none(), "nothing ran, so no report");
+    unchanged(&outcome.checksums);
+}
+
+#[test]
+fn a_loop_device_on_a_namespace_is_refused() {
+    let outcome = run(vec![SetupStep::Loop(4), SetupStep::Checksum(4)], with_every_opt_in);
+    refused_naming(&outcome, &["(namespace 4 of nvme0) backs /dev/loop0 (a loop device)", "losetup -d /dev/loop0"]);
+}
+
+#[test]
+fn a_filesystem_on_a_loop_device_over_a_namespace_is_refused() {
+    let outcome = run(vec![SetupStep::LoopMount(1), SetupStep::Checksum(1)], with_every_opt_in);
+    refused_naming(
+        &outcome,
+        &["/dev/loop0 (loop device on /dev/nvme0n1 (namespace 1 of nvme0)) is mounted at /mnt/loop1 (ext4)"],
+    );
+    assert!(
+        outcome.stages.iter().any(|s| s.ends_with("/mnt/loop1/keep.txt: nvtest guest: data that must survive")),
+        "the file on the loop device's filesystem is still there: {:?}",
+        outcome.stages
+    );
+}
+
+#[test]
+fn a_loop_device_backed_by_a_file_on_a_namespace_is_refused() {
+    let outcome = run(vec![SetupStep::LoopFile(1), SetupStep::Checksum(1)], with_every_opt_in);
+    // The filesystem is detached, so the kernel's path for the file is `/disk.img`.
+    refused_naming(
+        &outcome,
+        &[
+            "/dev/nvme0n1 (namespace 1 of nvme0) holds a file the loop driver calls `/disk.img`",
+            "the backing file of /dev/loop0",
+        ],
+    );
+}
+
+#[test]
+fn a_process_that_memory_mapped_a_namespace_is_refused() {
+    let outcome = run(vec![SetupStep::Map(2), SetupStep::Checksum(2)], with_every_opt_in);
+    refused_naming(&outcome, &["(nvtest-guest-he) has /dev/nvme0n2 (namespace 2 of nvme0) memory-mapped"]);
+}
+
+#[test]
+fn the_checksums_see_a_raw_write_on_a_mounted_namespace() {
+    // A mounted namespace, checksummed, then written through the passthrough ioctl: the
+    // page cache holds the old block, the device the new one; the checksums must differ.
+    let setup = vec![SetupStep::Mount(1), SetupStep::Checksum(1), SetupStep::RawWrite(1)];
+    let outcome = run(setup, |r| {
+        r.safety.preserve = true;
+        r.filter = Some("identify-controller".into());
+    });
+    assert!(outcome.stages.iter().any(|s| s.starts_with("wrote LBA 0 of NSID 1")), "{:?}", outcome.stages);
+    let before = outcome.checksums.iter().find(|c| c.when == "before").expect("a before checksum");
+    let after = outcome.checksums.iter().find(|c| c.when == "after").expect("an after checksum");
+    assert_eq!(before.device, after.device);
+    assert_ne!(before.sha256, after.sha256, "the checksum step missed a write to {}", before.device);
+}
+
+#[test]
+fn a_loop_device_set_up_during_the_run_stops_the_next_suite() {
+    // Bound to namespace 32 (which the namespaces suite never detaches) once nvtest has
+    // passed the gate: the namespaces suite runs, the re-check before trim refuses it.
+    let outcome = run(vec![SetupStep::LateLoop(32)], |r| {
+        with_every_opt_in(r);
+        r.expect = Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/guest/expected.yaml"));
+    });
+    let console = outcome.console.join("\n");
+    assert!(
+        outcome.stages.iter().any(|s| s.starts_with("late loop device /dev/loop0 bound to ")),
+        "{:?}",
+        outcome.stages
+    );
+    assert_eq!(outcome.exit_status, 1, "the trim cases are errors: {console}");
+    let junit = outcome.junit.as_deref().expect("a JUnit report");
+    assert!(
+        outcome
+            .console
+            .iter()
+            .any(|l| l.starts_with("test namespaces::create-32-namespaces ") && l.ends_with("... ok")),
+        "the first suite ran: {console}"
+    );
+    assert!(
+        console.contains("the safety gate's check before suite `trim` found the drive in use")
+            && console.contains("backs /dev/loop0 (a loop device)"),
+        "{console}"
+    );
+    assert!(!junit.contains("<failure"), "nothing blames the drive:\n{junit}");
+    let trim_cases = junit.matches("classname=\"trim\"").count();
+    assert!(trim_cases > 0, "{junit}");
 }
 
 #[test]

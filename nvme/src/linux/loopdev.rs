@@ -32,6 +32,9 @@ pub struct LoopDevice {
     pub backing_path: String,
     /// What the backing file is; an error says why it could not be told.
     pub backing: Result<FileIdentity, String>,
+    /// Whether `backing_path` still leads to that file here (it does not once the
+    /// file's filesystem was unmounted, or for a path of another mount namespace).
+    pub path_current: bool,
 }
 
 /// `struct loop_info64` (UAPI `linux/loop.h`, 232 bytes); only the device numbers are
@@ -71,13 +74,17 @@ pub fn loop_devices(host: &Host) -> Result<Vec<LoopDevice>, SysfsError> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => {
                 let what = format!("cannot read {}: {e}", dir.join("loop/backing_file").display());
-                found.push(LoopDevice { name, num: None, backing_path: String::new(), backing: Err(what) });
+                let backing = Err(what);
+                found.push(LoopDevice { name, num: None, backing_path: String::new(), backing, path_current: false });
                 continue;
             }
         };
         let num = read_attr(&dir.join("dev")).ok().and_then(|t| DevNum::parse(&t));
         let backing = backing_of(host, &name, &backing_path);
-        found.push(LoopDevice { name, num, backing_path, backing });
+        let here =
+            host.identify(std::path::Path::new(backing_path.strip_suffix(" (deleted)").unwrap_or(&backing_path)));
+        let path_current = matches!((&backing, here), (Ok(b), Ok(h)) if *b == h);
+        found.push(LoopDevice { name, num, backing_path, backing, path_current });
     }
     Ok(found)
 }

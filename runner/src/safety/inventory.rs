@@ -192,13 +192,17 @@ fn holder_member(host: &Host, below: &Member, holder: &str) -> Member {
 fn loop_member(host: &Host, below: &Member, device: &LoopDevice) -> Member {
     let node = device.num.and_then(|num| host.node_if_matches(&device.name, NodeKind::Block, num));
     let by_node = matches!(device.backing, Ok(FileIdentity::Node(_)));
+    // The loop driver keeps the path the file had when it was bound: once its
+    // filesystem is unmounted (umount -l) that path leads nowhere, or elsewhere.
+    let file = if device.path_current {
+        format!("the file {}", device.backing_path)
+    } else {
+        format!("a file the loop driver calls `{}` (its filesystem is no longer mounted there)", device.backing_path)
+    };
     let (on, file) = if by_node {
         (format!("loop device on {}", below.what), None)
     } else {
-        (
-            format!("loop device on the file {}, on {}", device.backing_path, below.what),
-            Some(device.backing_path.clone()),
-        )
+        (format!("loop device on {file}, on {}", below.what), Some(file))
     };
     Member {
         name: device.name.clone(),

@@ -231,8 +231,8 @@ fn stacked(host: &Host, members: &[Member]) -> Vec<String> {
             None => format!(
                 "{below} backs {node} (a loop device): detach it (umount what is on it, then losetup -d {node})"
             ),
-            Some(path) => format!(
-                "{below} holds {path}, the backing file of {node} (a loop device): detach it (umount what is on it, \
+            Some(file) => format!(
+                "{below} holds {file}, the backing file of {node} (a loop device): detach it (umount what is on it, \
                  then losetup -d {node})"
             ),
         });

@@ -1,0 +1,77 @@
+//! `nvtest-guest-helper`: the few actions the Linux-guest lane's PID 1
+//! (`fixtures/guest/init`) needs for the safety tests that busybox cannot do. It is
+//! built statically beside nvtest by `fixtures/guest/build.sh` and is no part of a run.
+//!
+//! - `map DEVICE READY`: maps DEVICE (a namespace's block device) shared, read-write,
+//!   closes the descriptor, creates the file READY, and sleeps until killed: a process
+//!   using the drive that has no descriptor of it, only a mapping. It never writes.
+//! - `raw-write CONTROLLER NSID LBA_BYTES`: one NVM Write of logical block 0 of NSID
+//!   through the controller's passthrough ioctl, which the block device's page cache
+//!   does not see: the write a checksum read through the cache would miss. Refused when
+//!   a logical block is larger than 1024 bytes, so that a filesystem of the ext family
+//!   (whose first 1024 bytes are unused) stays intact.
+//!
+//! Each prints one line; exit status 0 on success, 1 with the reason on stderr.
+
+use std::fs::OpenOptions;
+use std::path::Path;
+use std::process::ExitCode;
+
+use nvme::device::{Data, Device};
+use nvme::linux::LinuxDevice;
+use nvme::spec::nvm;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["map", device, ready] => map(Path::new(device), Path::new(ready)),
+        ["raw-write", controller, nsid, lba_bytes] => raw_write(Path::new(controller), nsid, lba_bytes),
+        _ => Err("usage: nvtest-guest-helper map DEVICE READY | raw-write CONTROLLER NSID LBA_BYTES".into()),
+    };
+    match result {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("nvtest-guest-helper: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Maps 1 MiB of `device` and keeps only the mapping.
+fn map(device: &Path, ready: &Path) -> Result<String, String> {
+    let file =
+        OpenOptions::new().read(true).write(true).open(device).map_err(|e| format!("{}: {e}", device.display()))?;
+    // SAFETY: the mapping is only read, and stays alive until the process is killed.
+    let mapping = unsafe { memmap2::MmapOptions::new().len(1 << 20).map_mut(&file) }
+        .map_err(|e| format!("mmap {}: {e}", device.display()))?;
+    drop(file);
+    let first = mapping[0];
+    std::fs::write(ready, format!("{}\n", std::process::id())).map_err(|e| format!("{}: {e}", ready.display()))?;
+    println!("mapped 1 MiB of {} (first byte {first:#04x}), descriptor closed", device.display());
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+        std::hint::black_box(&mapping);
+    }
+}
+
+/// Writes a recognisable block 0 of `nsid` through the passthrough ioctl.
+fn raw_write(controller: &Path, nsid: &str, lba_bytes: &str) -> Result<String, String> {
+    let nsid: u32 = nsid.parse().map_err(|_| format!("`{nsid}` is not a namespace ID"))?;
+    let lba_bytes: usize = lba_bytes.parse().map_err(|_| format!("`{lba_bytes}` is not a block size"))?;
+    if !(512..=1024).contains(&lba_bytes) {
+        return Err(format!("logical blocks of {lba_bytes} bytes: only 512..=1024 keep an ext filesystem intact"));
+    }
+    let mut device = LinuxDevice::open(controller).map_err(|e| e.to_string())?;
+    let qid = device.io_queues().first().copied().unwrap_or(1);
+    let data: Vec<u8> = b"nvtest raw passthrough write ".iter().copied().cycle().take(lba_bytes).collect();
+    let completion = device
+        .io(qid, nvm::write(nsid, 0, 0, false), Data::ToDevice(&data), Data::None)
+        .map_err(|e| format!("Write NSID {nsid} LBA 0: {e}"))?;
+    if !completion.status().is_success() {
+        return Err(format!("Write NSID {nsid} LBA 0 completed with {:?}", completion.status()));
+    }
+    Ok(format!("wrote LBA 0 of NSID {nsid} ({lba_bytes} bytes) through {}", controller.display()))
+}
