@@ -56,6 +56,19 @@ pub enum DeviceError {
     Unsupported(String),
 }
 
+/// A fault of the machine under the target, not of the drive: the host failed the
+/// files or memory the target stands on (QEMU's disk images on a full filesystem, an
+/// image that was deleted). The case during which it shows is an error, whatever the
+/// drive answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostFault {
+    /// What failed, where, and what to do about it, in one line.
+    pub message: String,
+    /// The host cannot serve later cases either (its disk is full): the runner sends
+    /// no more cases.
+    pub ends_run: bool,
+}
+
 /// A controller as the runner sees it.
 pub trait Device {
     /// Which target this is ("sim:enterprise-1.4", "qemu:ns32", "/dev/nvme0").
@@ -107,6 +120,12 @@ pub trait Device {
     /// What the target printed about itself since the last call (QEMU's stderr), added
     /// to the log of a case that failed or errored. The default has nothing to say.
     fn take_diagnostics(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Faults of the host under the target seen since the last call ([`HostFault`]).
+    /// The default reports none: the target's medium is not a file of this machine.
+    fn host_faults(&mut self) -> Vec<HostFault> {
         Vec::new()
     }
 

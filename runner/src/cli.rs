@@ -5,7 +5,8 @@
 //! Order of work: parse the arguments, find and load every suite (all are validated
 //! before anything else), on a kernel target pass the safety gate, and only then open
 //! the target. Exit status: 0 nothing failed, 1 a case failed or errored, 2 usage,
-//! suite, profile or target-open errors and safety refusals.
+//! suite, profile or target-open errors, safety refusals, and runs during which the
+//! host under the target failed (QEMU's disk images on a full filesystem).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -22,7 +23,8 @@ use crate::target::TargetSpec;
 pub const EXIT_OK: i32 = 0;
 /// A case failed or errored.
 pub const EXIT_FAILED: i32 = 1;
-/// Usage, suite, profile or target-open error: nvtest could not do its job.
+/// Usage, suite, profile or target-open error, or a fault of the host under the
+/// target: nvtest could not do its job.
 pub const EXIT_USAGE: i32 = 2;
 
 /// nvtest: checks an NVMe controller against NVMe 1.2a / 1.4, case by case.
@@ -182,6 +184,7 @@ fn run_suites(args: RunArgs) -> i32 {
         expect: args.expect,
     };
     match run::run(&suites, &options) {
+        Ok(summary) if summary.host_fault.is_some() => EXIT_USAGE,
         Ok(summary) if summary.has_failed() => EXIT_FAILED,
         Ok(_) => EXIT_OK,
         Err(e) => {

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use nvme::device::Device;
+use nvme::device::{Device, HostFault};
 
 use crate::steps::{self, CaseContext, Facts, StepError};
 use crate::suite::ExpandedCase;
@@ -23,6 +23,14 @@ pub struct DeviceIdentity {
     pub version: String,
 }
 
+/// A fault of the host under the target, and the case it first showed in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FaultSeen {
+    message: String,
+    /// `SUITE::CASE`.
+    case: String,
+}
+
 /// One open device and everything nvtest remembers about it across cases.
 pub struct Session {
     /// How to open the device again if it goes away (QEMU died); `None` for devices
@@ -34,6 +42,13 @@ pub struct Session {
     cases_run: u64,
     /// Known deviations of this target (`--expect`), keyed by `suite::case`.
     expected: Vec<ExpectedFinding>,
+    /// The first host fault of the run.
+    first_fault: Option<FaultSeen>,
+    /// The first host fault that ends the run ([`HostFault::ends_run`]): later cases
+    /// are not sent.
+    stop: Option<FaultSeen>,
+    /// Cases not run because of `stop`.
+    not_run: usize,
 }
 
 impl Session {
@@ -55,7 +70,17 @@ impl Session {
             firmware: facts.identify.firmware().to_string(),
             version: facts.version.to_string(),
         };
-        Ok(Session { spec: None, device, facts, identity, cases_run: 0, expected: Vec::new() })
+        Ok(Session {
+            spec: None,
+            device,
+            facts,
+            identity,
+            cases_run: 0,
+            expected: Vec::new(),
+            first_fault: None,
+            stop: None,
+            not_run: 0,
+        })
     }
 
     pub fn identity(&self) -> &DeviceIdentity {
@@ -95,12 +120,46 @@ impl Session {
         }
     }
 
-    /// Runs one expanded case: requirements, then its steps; never panics on device answers.
+    /// Runs one expanded case: requirements, then its steps; never panics on device
+    /// answers. A host fault during the case makes it an error whatever the steps
+    /// concluded (expected findings and advisory warnings do not apply to it); after a
+    /// fault that ends the run, cases are not sent at all.
     pub fn run_case(&mut self, case: &ExpandedCase) -> CaseOutcome {
         let start = Instant::now();
-        if let Some(reason) = case.requires.iter().find_map(|r| self.facts.missing(r)) {
-            return CaseOutcome { verdict: Verdict::Skipped(reason), log: Vec::new(), duration: start.elapsed() };
+        let outcome = |verdict, log| CaseOutcome { verdict, log, duration: start.elapsed() };
+        if let Some(stop) = &self.stop {
+            self.not_run += 1;
+            let verdict = Verdict::Error(format!("not run: {} (first seen in case {})", stop.message, stop.case));
+            return outcome(verdict, Vec::new());
         }
+        if let Some(reason) = case.requires.iter().find_map(|r| self.facts.missing(r)) {
+            return outcome(Verdict::Skipped(reason), Vec::new());
+        }
+        let (verdict, mut log) = self.run_steps(case);
+        let faults = self.device.host_faults();
+        let host_failed = !faults.is_empty();
+        let verdict = if host_failed { self.host_fault_verdict(case, verdict, &faults, &mut log) } else { verdict };
+        if !matches!(verdict, Verdict::Pass | Verdict::Skipped(_)) {
+            log.extend(self.device.take_diagnostics().into_iter().map(|line| format!("target: {line}")));
+        } else {
+            self.device.take_diagnostics();
+        }
+        // The case may have left the controller mid-command: start the next one clean
+        // (unless no next case will be sent).
+        if matches!(verdict, Verdict::Error(_)) && self.stop.is_none() {
+            self.recover(&mut log);
+        }
+        let verdict = match verdict {
+            verdict if host_failed => verdict,
+            Verdict::Fail(failure) if case.advisory => Verdict::Warning(failure),
+            other => self.apply_expected(case, other),
+        };
+        outcome(verdict, log)
+    }
+
+    /// The case's steps, up to the first that does not succeed: the steps' verdict and
+    /// the case's log.
+    fn run_steps(&mut self, case: &ExpandedCase) -> (Verdict, Vec<String>) {
         self.cases_run += 1;
         let seed = seed_for(&case.suite, &case.name, self.cases_run);
         let mut ctx = CaseContext::new(self.device.as_mut(), &self.facts, parse_rule(&case.rule), seed);
@@ -115,29 +174,53 @@ impl Session {
                 break;
             }
         }
-        let mut log = ctx.log;
-        if !matches!(verdict, Verdict::Pass | Verdict::Skipped(_)) {
-            log.extend(self.device.take_diagnostics().into_iter().map(|line| format!("target: {line}")));
-        } else {
-            self.device.take_diagnostics();
+        (verdict, ctx.log)
+    }
+
+    /// The verdict of a case during which the host failed: an error naming the faults.
+    /// What the steps concluded goes to the log, set aside; the run remembers the first
+    /// fault, and the first that ends the run.
+    fn host_fault_verdict(
+        &mut self,
+        case: &ExpandedCase,
+        steps: Verdict,
+        faults: &[HostFault],
+        log: &mut Vec<String>,
+    ) -> Verdict {
+        let key = format!("{}::{}", case.suite, case.name);
+        log.extend(faults.iter().map(|f| format!("host fault: {}", f.message)));
+        log.push(format!("the steps' verdict, set aside (the host failed, not the drive): {}", steps.summary()));
+        let seen = |fault: &HostFault| FaultSeen { message: fault.message.clone(), case: key.clone() };
+        if self.first_fault.is_none() {
+            self.first_fault = faults.first().map(seen);
         }
-        if let Verdict::Error(_) = verdict {
-            // The case may have left the controller mid-command: start the next one clean.
-            match self.device.recover() {
-                Ok(()) => {
-                    log.push("target recovered after the error (a controller reset where nvtest drives it)".into())
-                }
-                Err(e) => {
-                    log.push(format!("controller reset after the error failed: {e}"));
-                    log.push(self.reopen());
-                }
+        if self.stop.is_none() {
+            self.stop = faults.iter().find(|f| f.ends_run).map(seen);
+        }
+        Verdict::Error(faults.iter().map(|f| f.message.as_str()).collect::<Vec<_>>().join("; "))
+    }
+
+    /// Brings the device back after an error: a controller reset, or opening it again.
+    fn recover(&mut self, log: &mut Vec<String>) {
+        match self.device.recover() {
+            Ok(()) => log.push("target recovered after the error (a controller reset where nvtest drives it)".into()),
+            Err(e) => {
+                log.push(format!("controller reset after the error failed: {e}"));
+                log.push(self.reopen());
             }
         }
-        let verdict = match verdict {
-            Verdict::Fail(failure) if case.advisory => Verdict::Warning(failure),
-            other => self.apply_expected(case, other),
-        };
-        CaseOutcome { verdict, log, duration: start.elapsed() }
+    }
+
+    /// The run's host fault in one line for the end of the console, if there was one:
+    /// the fault that ended the run (and how many cases were not run), or else the
+    /// first. Fault messages say themselves that the host, not the drive, failed.
+    pub fn host_fault(&self) -> Option<String> {
+        if let Some(stop) = &self.stop {
+            let n = self.not_run;
+            let cases = if n == 1 { "case" } else { "cases" };
+            return Some(format!("{} (first seen in case {}); {n} later {cases} not run", stop.message, stop.case));
+        }
+        self.first_fault.as_ref().map(|first| format!("{} (first seen in case {})", first.message, first.case))
     }
 }
 
@@ -196,6 +279,108 @@ fn seed_for(suite: &str, case: &str, n: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use nvme::device::{Access, Data, DeviceError};
+    use nvme::spec::{Command, Completion};
+
+    /// The simulated drive on a host that fails once: the first `host_faults` call
+    /// after a command reports `fault`. Counts the commands sent.
+    struct FailingHost {
+        drive: Box<dyn Device>,
+        fault: Option<HostFault>,
+        commands: Arc<AtomicUsize>,
+    }
+
+    impl Device for FailingHost {
+        fn describe(&self) -> String {
+            self.drive.describe()
+        }
+        fn access(&self) -> Access {
+            self.drive.access()
+        }
+        fn admin(&mut self, cmd: Command, data: Data<'_>) -> Result<Completion, DeviceError> {
+            self.commands.fetch_add(1, Ordering::Relaxed);
+            self.drive.admin(cmd, data)
+        }
+        fn io(&mut self, qid: u16, cmd: Command, data: Data<'_>, md: Data<'_>) -> Result<Completion, DeviceError> {
+            self.commands.fetch_add(1, Ordering::Relaxed);
+            self.drive.io(qid, cmd, data, md)
+        }
+        fn io_queues(&self) -> Vec<u16> {
+            self.drive.io_queues()
+        }
+        fn arm_async_events(&mut self, count: u16) -> Result<(), DeviceError> {
+            self.drive.arm_async_events(count)
+        }
+        fn take_async_events(&mut self) -> Result<Vec<Completion>, DeviceError> {
+            self.drive.take_async_events()
+        }
+        fn command_timeout_ms(&self) -> u64 {
+            self.drive.command_timeout_ms()
+        }
+        fn host_faults(&mut self) -> Vec<HostFault> {
+            self.fault.take().into_iter().collect()
+        }
+    }
+
+    /// Findings that list a trim case as an error: a host fault must not meet them.
+    const FINDINGS: &str = r#"target: t
+expected:
+  - {case: "trim::deallocated-reads/blocks=1,lbads=512", reason: r, rule: "§1: x", verdict: error}
+"#;
+
+    fn trim_case(name: &str) -> ExpandedCase {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites/trim.yaml");
+        let suite = crate::suite::load_file(&path, Some("trim")).unwrap();
+        suite.cases.into_iter().find(|c| c.name == name).unwrap()
+    }
+
+    /// Runs trim case `first` on the simulated drive whose host fails during it, with
+    /// [`FINDINGS`] expected; checks it is an error naming the fault and returns the
+    /// session, the outcome and the count of commands sent.
+    fn first_case_on_a_failing_host(fault: HostFault, first: &str) -> (Session, CaseOutcome, Arc<AtomicUsize>) {
+        let commands = Arc::new(AtomicUsize::new(0));
+        let drive = crate::target::open_sim(nvme_sim::Profile::builtin("enterprise-1.4").unwrap()).unwrap();
+        let message = fault.message.clone();
+        let device = FailingHost { drive, fault: Some(fault), commands: commands.clone() };
+        let mut session = Session::with_device("sim:enterprise-1.4".into(), Box::new(device)).unwrap();
+        session.expect_findings(crate::topology::parse_expected(FINDINGS, "f.yaml").unwrap());
+        let outcome = session.run_case(&trim_case(first));
+        assert_eq!(outcome.verdict, Verdict::Error(message.clone()));
+        assert!(outcome.log.contains(&format!("host fault: {message}")), "{:?}", outcome.log);
+        (session, outcome, commands)
+    }
+
+    #[test]
+    fn a_full_disk_makes_the_case_an_error_and_later_cases_are_not_sent() {
+        let full = HostFault { message: "the host's disk is full at /x".into(), ends_run: true };
+        // Not an expected failure, though the findings list the case as an error.
+        let (mut session, first, commands) = first_case_on_a_failing_host(full, "deallocated-reads/blocks=1,lbads=512");
+        let set_aside = "the steps' verdict, set aside (the host failed, not the drive): pass".to_string();
+        assert!(first.log.contains(&set_aside), "{:?}", first.log);
+
+        let sent = commands.load(Ordering::Relaxed);
+        let second = session.run_case(&trim_case("deallocated-reads/blocks=8,lbads=512"));
+        let seen = "first seen in case trim::deallocated-reads/blocks=1,lbads=512";
+        assert_eq!(second.verdict, Verdict::Error(format!("not run: the host's disk is full at /x ({seen})")));
+        assert_eq!(commands.load(Ordering::Relaxed), sent, "a case was sent after the disk filled up");
+        assert_eq!(
+            session.host_fault().unwrap(),
+            format!("the host's disk is full at /x ({seen}); 1 later case not run")
+        );
+    }
+
+    #[test]
+    fn a_fault_that_does_not_end_the_run_errors_its_case_only() {
+        let gone = HostFault { message: "an image went away".into(), ends_run: false };
+        let (mut session, _, _) = first_case_on_a_failing_host(gone, "range-past-nsze/lbads=512");
+        let next = session.run_case(&trim_case("deallocated-reads/blocks=8,lbads=512"));
+        assert_eq!(next.verdict, Verdict::Pass);
+        let seen = "first seen in case trim::range-past-nsze/lbads=512";
+        assert_eq!(session.host_fault().unwrap(), format!("an image went away ({seen})"));
+    }
 
     #[test]
     fn rules_split_into_section_and_text() {

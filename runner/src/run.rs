@@ -3,7 +3,8 @@
 //! needs not be `Send`): it opens the target, then executes the cases the trials hand it,
 //! one at a time, timing each and turning a panic into an error verdict. Every outcome is
 //! recorded for the reports; the console shows the device identity first, and at the end
-//! the expected failures and where the JUnit report went.
+//! the expected failures, where the JUnit report went and, last, the fault of the host
+//! under the target if there was one (a full disk under QEMU's images).
 
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -73,6 +74,12 @@ pub struct RunOptions {
 pub trait CaseRunner {
     fn identity(&self) -> DeviceIdentity;
     fn run_case(&mut self, case: &ExpandedCase) -> CaseOutcome;
+
+    /// The host fault of the run in one line (nvtest's own error, not the drive's), if
+    /// the host under the target failed; asked once, after the last case.
+    fn host_fault(&self) -> Option<String> {
+        None
+    }
 }
 
 impl CaseRunner for Session {
@@ -82,6 +89,10 @@ impl CaseRunner for Session {
 
     fn run_case(&mut self, case: &ExpandedCase) -> CaseOutcome {
         Session::run_case(self, case)
+    }
+
+    fn host_fault(&self) -> Option<String> {
+        Session::host_fault(self)
     }
 }
 
@@ -165,6 +176,9 @@ pub struct RunSummary {
     pub results: RunResults,
     /// libtest-mimic's counts, as the console showed them.
     pub conclusion: Conclusion,
+    /// The host under the target failed during the run ([`CaseRunner::host_fault`]):
+    /// the run could not do its job (exit status 2).
+    pub host_fault: Option<String>,
 }
 
 impl RunSummary {
@@ -268,7 +282,7 @@ where
             _ => {}
         }
         let results = RunResults::new(DeviceIdentity::default(), suites);
-        return Ok(RunSummary { results, conclusion: empty_conclusion() });
+        return Ok(RunSummary { results, conclusion: empty_conclusion(), host_fault: None });
     }
     if let Some(dir) = options.junit.as_ref().and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
@@ -286,7 +300,7 @@ where
     // libtest-mimic panics when stdout closes (`nvtest | head`): the run stops there, but
     // the cases that ran are still reported.
     let conclusion = catch_unwind(AssertUnwindSafe(|| libtest_mimic::run(&arguments(options), trials)));
-    device.stop();
+    let host_fault = device.stop();
 
     let mut records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
     records.sort_by_key(|(index, _)| *index);
@@ -320,7 +334,10 @@ where
     } else {
         say!("JUnit report: not written (give --junit PATH)");
     }
-    Ok(RunSummary { results, conclusion })
+    if let Some(fault) = &host_fault {
+        say!("error: {fault}");
+    }
+    Ok(RunSummary { results, conclusion, host_fault })
 }
 
 /// The skip reason of a destructive case under `--preserve`.
@@ -340,11 +357,12 @@ struct Job {
     reply: mpsc::Sender<CaseOutcome>,
 }
 
-/// The device thread: it owns the runner for the whole run.
+/// The device thread: it owns the runner for the whole run, and ends with the run's
+/// host fault ([`CaseRunner::host_fault`]).
 struct Device {
     identity: DeviceIdentity,
     jobs: mpsc::Sender<Job>,
-    thread: JoinHandle<()>,
+    thread: JoinHandle<Option<String>>,
 }
 
 impl Device {
@@ -360,14 +378,18 @@ impl Device {
             .spawn(move || {
                 let mut runner = match catch_unwind(AssertUnwindSafe(open)) {
                     Ok(Ok(runner)) => runner,
-                    Ok(Err(e)) => return drop(ready_tx.send(Err(e))),
+                    Ok(Err(e)) => {
+                        let _ = ready_tx.send(Err(e));
+                        return None;
+                    }
                     Err(panic) => {
                         let e = format!("opening the target panicked: {}", panic_text(panic.as_ref()));
-                        return drop(ready_tx.send(Err(e)));
+                        let _ = ready_tx.send(Err(e));
+                        return None;
                     }
                 };
                 if ready_tx.send(Ok(runner.identity())).is_err() {
-                    return;
+                    return None;
                 }
                 for job in jobs_rx {
                     let started = Instant::now();
@@ -378,6 +400,7 @@ impl Device {
                     outcome.duration = started.elapsed();
                     let _ = job.reply.send(outcome);
                 }
+                runner.host_fault()
             })
             .map_err(|e| format!("cannot start the device thread: {e}"))?;
         match ready_rx.recv() {
@@ -393,10 +416,11 @@ impl Device {
         }
     }
 
-    /// Closes the device: the thread drops the runner and ends.
-    fn stop(self) {
+    /// Closes the device: the thread drops the runner and ends. Returns the run's host
+    /// fault.
+    fn stop(self) -> Option<String> {
         drop(self.jobs);
-        let _ = self.thread.join();
+        self.thread.join().unwrap_or(None)
     }
 }
 
@@ -612,6 +636,33 @@ mod tests {
         let console = std::fs::read_to_string(dir.path().join("console.txt")).unwrap();
         assert!(console.contains("test s::skip   ... ignored (OACS bit 3 is 0)"), "{console}");
         assert!(console.contains("---- s::fail ----\nrule §1: rule\n  sent:     s"), "{console}");
+    }
+
+    /// [`Scripted`] on a host that failed under it.
+    struct HostFailed(Scripted);
+
+    impl CaseRunner for HostFailed {
+        fn identity(&self) -> DeviceIdentity {
+            self.0.identity()
+        }
+
+        fn run_case(&mut self, case: &ExpandedCase) -> CaseOutcome {
+            self.0.run_case(case)
+        }
+
+        fn host_fault(&self) -> Option<String> {
+            Some(format!("the disk is full (after {} cases)", self.0.seen.len()))
+        }
+    }
+
+    #[test]
+    fn the_host_fault_of_the_run_is_asked_after_the_last_case() {
+        let suites = [suite(&["pass", "error"])];
+        let dir = tempfile::tempdir().unwrap();
+        let summary = run_with(&suites, &options(None, &dir), || Ok(HostFailed(Scripted { seen: vec![] }))).unwrap();
+        assert_eq!(summary.host_fault.as_deref(), Some("the disk is full (after 2 cases)"));
+        let summary = run_with(&suites, &options(None, &dir), || Ok(Scripted { seen: vec![] })).unwrap();
+        assert_eq!(summary.host_fault, None);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 use std::path::PathBuf;
 
-use nvme::device::{Access, Data, Device, DeviceError, Registers};
+use nvme::device::{Access, Data, Device, DeviceError, HostFault, Registers};
 use nvme::driver::{Controller, Options};
 use nvme::spec::{Command, Completion};
 use nvme::transport::qemu::QemuMachine;
@@ -198,7 +198,7 @@ pub fn start_qemu(topology: &Topology) -> Result<QemuDevice, String> {
 pub struct QemuDevice {
     controller: Controller,
     machine: QemuMachine,
-    /// Bytes of QEMU's stderr already handed out by `take_diagnostics`.
+    /// Lines of QEMU's stderr already handed out by `take_diagnostics`.
     stderr_seen: u64,
 }
 
@@ -258,17 +258,17 @@ impl Device for QemuDevice {
         self.controller.controller_reset()
     }
 
-    /// What QEMU wrote to its stderr since the last call (warnings, assertion failures).
+    /// What QEMU wrote to its stderr since the last call (warnings, assertion failures,
+    /// failed I/O on its images).
     fn take_diagnostics(&mut self) -> Vec<String> {
-        use std::io::{Read, Seek, SeekFrom};
-        let Some(dir) = self.machine.temp_dir() else { return Vec::new() };
-        let Ok(mut file) = std::fs::File::open(dir.join("stderr")) else { return Vec::new() };
-        let mut text = String::new();
-        if file.seek(SeekFrom::Start(self.stderr_seen)).is_err() || file.read_to_string(&mut text).is_err() {
-            return Vec::new();
-        }
-        self.stderr_seen += text.len() as u64;
-        text.lines().filter(|l| !l.trim().is_empty()).map(|l| format!("QEMU: {l}")).collect()
+        let lines = self.machine.stderr_since(&mut self.stderr_seen);
+        lines.into_iter().filter(|l| !l.trim().is_empty()).map(|l| format!("QEMU: {l}")).collect()
+    }
+
+    /// QEMU's I/O errors on its disk images and images gone since the last call
+    /// ([`QemuMachine::host_faults`], which reads stderr with a cursor of its own).
+    fn host_faults(&mut self) -> Vec<HostFault> {
+        self.machine.host_faults()
     }
 }
 

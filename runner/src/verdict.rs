@@ -66,6 +66,23 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict in one line, with its evidence: "fail: rule …; sent …; observed …".
+    pub fn summary(&self) -> String {
+        let evidence =
+            |f: &Failure| format!("rule {}; sent {}; observed {}; expected {}", f.rule, f.sent, f.observed, f.expected);
+        match self {
+            Verdict::Pass => "pass".to_owned(),
+            Verdict::Fail(failure) => format!("fail: {}", evidence(failure)),
+            Verdict::Skipped(reason) => format!("skipped: {reason}"),
+            Verdict::Error(message) => format!("error: {message}"),
+            Verdict::Warning(failure) => format!("warning: {}", evidence(failure)),
+            Verdict::ExpectedFailure { failure, reason } => {
+                format!("expected failure ({reason}): {}", evidence(failure))
+            }
+            Verdict::UnexpectedPass { reason } => format!("unexpected pass ({reason})"),
+        }
+    }
+
     /// Whether this verdict makes the run exit non-zero.
     pub fn is_failure(&self) -> bool {
         matches!(self, Verdict::Fail(_) | Verdict::Error(_) | Verdict::UnexpectedPass { .. })

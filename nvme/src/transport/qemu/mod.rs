@@ -13,6 +13,8 @@
 //!   memory; only register accesses cross the socket. The file is unlinked as soon as
 //!   QEMU has it open (QEMU keeps using the unlinked file), so nothing can be left in
 //!   /dev/shm after that.
+//! - **stderr**: a pipe nvtest drains into memory ([`stderr`]), never a file beside the
+//!   images, whose filesystem may be the one that is full.
 //! - **QMP** (`-qmp unix:…,server=on,wait=off`): commands (device_add, device_del,
 //!   qom-set …) and events.
 //!
@@ -22,6 +24,10 @@
 //! through it, or SIGINT/SIGTERM, see [`cleanup_all`]) kills QEMU and removes its
 //! temporary directory; QEMU also dies with nvtest (`PR_SET_PDEATHSIG`).
 //!
+//! The host under QEMU is checked ([`host`]): enough free space for the images and the
+//! guest RAM before QEMU starts, and [`QemuMachine::host_faults`] while it runs, so a
+//! full disk under the images is nvtest's error, never the drive's Write Fault.
+//!
 //! `idle()` has nothing to advance: with the vCPU stopped, QEMU's main loop still runs
 //! the NVMe device's bottom halves (doorbell → SQ processing → block I/O → CQ posting)
 //! in real time, and `clock_step` does not exist outside `-accel qtest` (QEMU answers
@@ -29,11 +35,13 @@
 //! on it (e.g. the Timestamp feature) does not advance. `idle()` collects the answers to
 //! posted writes and yields the CPU to QEMU.
 
+mod host;
 mod pci;
 mod process;
 mod qmp;
 mod qtest;
 mod socket;
+mod stderr;
 
 pub use pci::{Bar, PciAddress, PciFunction};
 pub use process::{cleanup_all, install_interrupt_cleanup, spawn_watched_group, WatchedGroup};
@@ -48,12 +56,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use self::host::FaultWatch;
 use self::pci::{ConfigSpace, PciState, ScanError, CMD_BUS_MASTER, CMD_MEMORY};
 use self::process::Process;
 use self::qmp::{Qmp, QmpFailure};
 use self::qtest::{Op, Qtest, QtestError};
 use self::socket::WaitError;
+use self::stderr::StderrLog;
 use super::{DmaRegion, Transport, TransportError};
+use crate::device::HostFault;
 
 /// How to install QEMU where it is missing (Debian bookworm).
 pub const INSTALL_HINT: &str = "install QEMU 10 from bookworm-backports: add \
@@ -195,6 +206,12 @@ struct Machine {
     dma_window: u64,
     /// Which transport holds each DMA window.
     windows: Mutex<Vec<Option<PciAddress>>>,
+    /// Everything QEMU wrote to stderr.
+    stderr: StderrLog,
+    /// Every disk image created for the machine (at start and by `create_disk`).
+    images: Mutex<Vec<PathBuf>>,
+    /// The host faults already reported.
+    faults: Mutex<FaultWatch>,
 }
 
 /// A running QEMU with its NVMe controllers. Dropping it stops QEMU and removes every
@@ -247,6 +264,11 @@ impl QemuConfig {
     fn ram_bytes(&self) -> u64 {
         (self.memory_mb as u64) << 20
     }
+
+    /// The disks' sizes added up (what the sparse images could grow to).
+    fn image_bytes(&self) -> u64 {
+        self.disks.iter().map(|d| d.size_bytes).fold(0, u64::saturating_add)
+    }
 }
 
 /// A disk's node name becomes part of QEMU options (`node-name=<name>-file`) and of a
@@ -265,9 +287,12 @@ fn check_node_name(name: &str) -> Result<(), TransportError> {
 
 impl QemuMachine {
     /// Starts QEMU with `config`, enumerates PCI and configures every NVMe function.
+    /// First checks the free space the images' filesystem (TMPDIR) and /dev/shm need
+    /// ([`host`]); without it nothing is created or started.
     pub fn start(config: QemuConfig) -> Result<QemuMachine, TransportError> {
         config.validate()?;
         let ram_bytes = config.ram_bytes();
+        host::check_free_space(&std::env::temp_dir(), config.image_bytes(), Path::new(host::SHM_DIR), ram_bytes)?;
         // Every file nvtest creates for the machine is created, and QEMU is spawned, with
         // the registry held: a SIGINT/SIGTERM arriving meanwhile waits, then finds them
         // all registered (QEMU's own qmp.sock is removed after QEMU is reaped).
@@ -278,16 +303,15 @@ impl QemuMachine {
             .map_err(|e| other("cannot create a temporary directory for QEMU", e))?;
         let ram = tempfile::Builder::new()
             .prefix("nvtest-")
-            .tempfile_in("/dev/shm")
+            .tempfile_in(host::SHM_DIR)
             .map_err(|e| other("cannot create the guest RAM file in /dev/shm", e))?;
         ram.as_file().set_len(ram_bytes).map_err(|e| other("cannot size the guest RAM file", e))?;
         let ram_path = ram.path().to_owned();
         let registered = process::register_held(starting, dir.path(), &ram_path);
         let id = registered.id();
 
-        let (cmd, listener, qmp_path) = prepare(&config, dir.path(), &ram_path)?;
-        let stderr_path = dir.path().join("stderr");
-        let process = Process::spawn(registered, cmd, dir, stderr_path).map_err(|e| {
+        let (cmd, listener, qmp_path, images) = prepare(&config, dir.path(), &ram_path)?;
+        let process = Process::spawn(registered, cmd, dir).map_err(|e| {
             TransportError::Other(format!("cannot run {}: {e}; {INSTALL_HINT}", config.binary.display()))
         })?;
         // From here on, dropping `process` kills QEMU and removes the directory.
@@ -304,6 +328,7 @@ impl QemuMachine {
         process::shm_unlinked(id);
 
         let qtest = Qtest::new(socket::LineSocket::new(qtest_stream), config.timeout);
+        let stderr = process.stderr().clone();
         let machine = Arc::new(Machine {
             label: config.label.clone(),
             timeout: config.timeout,
@@ -314,6 +339,9 @@ impl QemuMachine {
             ram_path,
             dma_window: (config.dma_window_mb as u64) << 20,
             windows: Mutex::new(vec![None; ((ram_bytes - DMA_START) / ((config.dma_window_mb as u64) << 20)) as usize]),
+            stderr,
+            images: Mutex::new(images),
+            faults: Mutex::new(FaultWatch::default()),
         });
         let qemu = QemuMachine { machine };
         qemu.machine.with_bus("enabling PCIe ECAM", enable_ecam)??;
@@ -456,7 +484,23 @@ impl QemuMachine {
         let dir = self.temp_dir().ok_or_else(|| TransportError::Gone("the machine was shut down".to_owned()))?;
         let path = dir.join(format!("{name}.img"));
         process::while_no_cleanup(|| create_sparse(&path, size_bytes))?;
+        lock(&self.machine.images).push(path.clone());
         Ok(path)
+    }
+
+    /// QEMU's stderr lines after line number `cursor`, moving `cursor` past them. Each
+    /// reader keeps its own cursor; every line stays readable by all (up to 10 000).
+    pub fn stderr_since(&self, cursor: &mut u64) -> Vec<String> {
+        self.machine.stderr.lines_since(cursor)
+    }
+
+    /// Faults of the host under this machine seen since the last call, each once: I/O
+    /// errors QEMU met on its disk images (a full filesystem, a failing disk), and
+    /// images that no longer exist. Each names the cause, the place and what to do.
+    pub fn host_faults(&self) -> Vec<HostFault> {
+        let Some(dir) = self.temp_dir() else { return Vec::new() };
+        let images = lock(&self.machine.images).clone();
+        lock(&self.machine.faults).take(&self.machine.stderr, &dir, &images)
     }
 
     /// qtest requests sent so far, by kind.
@@ -469,7 +513,7 @@ impl QemuMachine {
         lock(&self.machine.process).pid()
     }
 
-    /// The temporary directory holding sockets, stderr and disk images.
+    /// The temporary directory holding the sockets and disk images.
     pub fn temp_dir(&self) -> Option<PathBuf> {
         lock(&self.machine.process).dir().map(Path::to_owned)
     }
@@ -486,12 +530,13 @@ impl Drop for QemuMachine {
     }
 }
 
-/// Builds the command line, creates the disks and the qtest listening socket.
+/// Builds the command line, creates the disks and the qtest listening socket. Returns
+/// the command, the listener, the QMP socket's path and the images' paths.
 fn prepare(
     config: &QemuConfig,
     dir: &Path,
     ram_path: &Path,
-) -> Result<(Command, UnixListener, PathBuf), TransportError> {
+) -> Result<(Command, UnixListener, PathBuf, Vec<PathBuf>), TransportError> {
     let qtest_path = dir.join("qtest.sock");
     let qmp_path = dir.join("qmp.sock");
     let listener = UnixListener::bind(&qtest_path).map_err(|e| other("cannot listen for qtest", e))?;
@@ -505,6 +550,7 @@ fn prepare(
     cmd.arg("-qtest").arg(format!("unix:{}", qemu_path(&qtest_path)?));
     cmd.args(["-qtest-log", "/dev/null"]);
     cmd.arg("-qmp").arg(format!("unix:{},server=on,wait=off", qemu_path(&qmp_path)?));
+    let mut images = Vec::new();
     for disk in &config.disks {
         let image = dir.join(format!("{}.img", disk.node_name));
         create_sparse(&image, disk.size_bytes)?;
@@ -517,13 +563,15 @@ fn prepare(
             config.disk_aio.option()
         ));
         cmd.arg("-blockdev").arg(format!("driver=raw,node-name={node},file={node}-file,discard=unmap"));
+        images.push(image);
     }
     cmd.args(&config.extra_args);
-    let stderr = File::create(dir.join("stderr")).map_err(|e| other("cannot create QEMU's stderr file", e))?;
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+    // Piped into memory (stderr.rs); in the C locale, so its error texts are glibc's
+    // English ones that host.rs recognises.
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).env("LC_ALL", "C");
     // Its own process group: a terminal's Ctrl-C reaches nvtest, which then stops QEMU.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    Ok((cmd, listener, qmp_path))
+    Ok((cmd, listener, qmp_path, images))
 }
 
 /// A path as it may appear inside a QEMU option value (commas would split the option).

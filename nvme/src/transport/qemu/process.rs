@@ -17,8 +17,7 @@
 //!   was reaped and possibly reused.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
@@ -26,6 +25,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
+
+use super::stderr::StderrLog;
 
 /// What the signal watcher must clean for one machine.
 struct Entry {
@@ -266,28 +267,32 @@ fn spawn_with_death_signal(mut cmd: Command) -> io::Result<Child> {
     reply_rx.recv().map_err(|_| io::Error::other("the QEMU launcher thread is gone"))?
 }
 
-/// A running QEMU and its temporary directory.
+/// A running QEMU, its temporary directory and its stderr.
 pub(crate) struct Process {
     id: u64,
     child: Child,
     pid: u32,
     exit: Option<ExitStatus>,
     dir: Option<tempfile::TempDir>,
-    stderr: PathBuf,
+    stderr: StderrLog,
 }
 
 impl Process {
     /// Spawns `cmd` for the `registered` machine; the directory is removed when the
-    /// process is dropped. On error the registration is dropped.
-    pub(crate) fn spawn(
-        mut registered: Registered,
-        cmd: Command,
-        dir: tempfile::TempDir,
-        stderr: PathBuf,
-    ) -> io::Result<Process> {
+    /// process is dropped. A piped stderr is captured ([`StderrLog`]). On error the
+    /// registration is dropped.
+    pub(crate) fn spawn(mut registered: Registered, cmd: Command, dir: tempfile::TempDir) -> io::Result<Process> {
         // The pid is recorded before the registry is released, so the signal watcher
         // sees either no pid or a live one.
-        let child = spawn_with_death_signal(cmd)?;
+        let mut child = spawn_with_death_signal(cmd)?;
+        let stderr = match child.stderr.take().map(StderrLog::capture).transpose() {
+            Ok(log) => log.unwrap_or_else(StderrLog::empty),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         let pid = child.id();
         let id = registered.id;
         if let Some(mut guard) = registered.guard.take() {
@@ -358,7 +363,12 @@ impl Process {
 
     /// The last lines QEMU wrote to stderr, for error messages.
     pub(crate) fn stderr_tail(&self) -> String {
-        stderr_tail(&self.stderr)
+        self.stderr.tail()
+    }
+
+    /// Everything QEMU writes to stderr.
+    pub(crate) fn stderr(&self) -> &StderrLog {
+        &self.stderr
     }
 }
 
@@ -394,39 +404,9 @@ fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
-/// The last (at most 2 KiB, 20 lines) of a stderr capture file.
-fn stderr_tail(path: &Path) -> String {
-    const MAX: u64 = 2048;
-    let mut text = String::new();
-    if let Ok(mut file) = File::open(path) {
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut bytes = Vec::new();
-        if file.seek(SeekFrom::Start(len.saturating_sub(MAX))).is_ok() && file.read_to_end(&mut bytes).is_ok() {
-            text = String::from_utf8_lossy(&bytes).into_owned();
-        }
-    }
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return "(QEMU wrote nothing to stderr)".to_owned();
-    }
-    lines[lines.len().saturating_sub(20)..].join(" | ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stderr_tail_keeps_the_last_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("stderr");
-        assert_eq!(stderr_tail(&path), "(QEMU wrote nothing to stderr)");
-        let text: String = (0..30).map(|i| format!("line {i}\n")).collect();
-        std::fs::write(&path, text).unwrap();
-        let tail = stderr_tail(&path);
-        assert!(tail.starts_with("line 10 | "), "{tail}");
-        assert!(tail.ends_with("line 29"), "{tail}");
-    }
 
     #[test]
     fn a_dropped_process_is_reaped_and_its_files_removed() {
@@ -438,7 +418,7 @@ mod tests {
         let id = registered.id();
         let mut cmd = Command::new("sleep");
         cmd.arg("30");
-        let mut process = Process::spawn(registered, cmd, dir, dir_path.join("stderr")).unwrap();
+        let mut process = Process::spawn(registered, cmd, dir).unwrap();
         let pid = process.pid();
         assert_eq!(process.state(), "is still running");
         drop(process);
