@@ -22,6 +22,14 @@ pub fn ver_matches_vs() -> Rule {
     )
 }
 
+pub fn metadata_returned() -> Rule {
+    rule(
+        "NVMe 1.4 §8.2 Metadata Region (Data Protection), Figure 245 (FLBAS bit 4, LBAF MS)",
+        "the metadata written with a logical block, as an extended LBA or in the separate buffer at MPTR, is \
+         returned with it by a read",
+    )
+}
+
 pub fn mnan_within_nn() -> Rule {
     rule("NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (MNAN)", "MNAN, when non-zero, is at most NN")
 }

@@ -46,6 +46,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ("ns32", include_str!("../../fixtures/qemu/ns32.yaml")),
     ("dual", include_str!("../../fixtures/qemu/dual.yaml")),
     ("hotplug", include_str!("../../fixtures/qemu/hotplug.yaml")),
+    ("metadata", include_str!("../../fixtures/qemu/metadata.yaml")),
 ];
 
 /// The most namespaces one QEMU NVM subsystem holds (NSIDs 1 ..= 256, `NVME_MAX_NAMESPACES`).

@@ -170,6 +170,7 @@ fn namespaces_as_found_judges_a_provisioned_drive_read_only() {
             .map(|i| nvme_sim::profile::InitialNamespace {
                 lbads: if i % 2 == 0 { 512 } else { 4096 },
                 ms: 0,
+                extended: false,
                 blocks: 4096,
                 attached: true,
             })

@@ -18,7 +18,7 @@
 //! lba_formats: [{lbads: 512, ms: 0}, {lbads: 4096, ms: 8}]
 //! dlfeat: zeroes                 # zeroes | ones | not_reported
 //! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, format_nvm, namespace_management]
-//! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]
+//! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]   # also ms: 8, extended: true
 //! quirks: []
 //! ```
 
@@ -190,6 +190,10 @@ pub struct InitialNamespace {
     pub lbads: u32,
     #[serde(default)]
     pub ms: u16,
+    /// FLBAS bit 4: with `ms`, the metadata is part of an extended LBA (else it travels
+    /// in a separate buffer at MPTR).
+    #[serde(default)]
+    pub extended: bool,
     /// NSZE (= NCAP): size in logical blocks.
     pub blocks: u64,
     /// Attached to the controller (active) at power-on.

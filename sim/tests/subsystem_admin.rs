@@ -25,8 +25,8 @@ fn drive(name: &str) -> (Subsystem, TestHost) {
     let mut p = Profile::builtin(name).unwrap();
     p.capacity_bytes = 64 << 20;
     p.namespaces = vec![
-        InitialNamespace { lbads: 512, ms: 0, blocks: 8192, attached: true },
-        InitialNamespace { lbads: 4096, ms: 0, blocks: 1024, attached: true },
+        InitialNamespace { lbads: 512, ms: 0, extended: false, blocks: 8192, attached: true },
+        InitialNamespace { lbads: 4096, ms: 0, extended: false, blocks: 1024, attached: true },
     ];
     (Subsystem::new(p).unwrap(), TestHost::new(1))
 }
@@ -664,7 +664,7 @@ fn a_drive_without_a_write_cache_has_no_such_feature() {
     let mut p = Profile::builtin("enterprise-1.4").unwrap();
     p.controller.volatile_write_cache = false;
     p.capacity_bytes = 1 << 20;
-    p.namespaces = vec![InitialNamespace { lbads: 512, ms: 0, blocks: 16, attached: true }];
+    p.namespaces = vec![InitialNamespace { lbads: 512, ms: 0, extended: false, blocks: 16, attached: true }];
     let mut sub = Subsystem::new(p).unwrap();
     let mut host = TestHost::new(1);
     assert_status(get(&mut sub, &mut host, FeatureId::VolatileWriteCache, Select::Current, 0), Status::INVALID_FIELD);
@@ -685,7 +685,7 @@ fn a_drive_without_namespace_management_refuses_it() {
     let mut p = Profile::builtin("enterprise-1.4").unwrap();
     p.optional_commands.retain(|c| *c != nvme_sim::profile::OptionalCommand::NamespaceManagement);
     p.capacity_bytes = 1 << 20;
-    p.namespaces = vec![InitialNamespace { lbads: 512, ms: 0, blocks: 16, attached: true }];
+    p.namespaces = vec![InitialNamespace { lbads: 512, ms: 0, extended: false, blocks: 16, attached: true }];
     let mut sub = Subsystem::new(p).unwrap();
     let mut host = TestHost::new(1);
     assert_status(host.create_namespace(&mut sub, 8, flbas(0)), Status::INVALID_COMMAND_OPCODE);

@@ -18,7 +18,7 @@ use zerocopy::{FromBytes, IntoBytes};
 
 fn bring_up(mut profile: Profile) -> Controller {
     profile.capacity_bytes = 1 << 30;
-    profile.namespaces = vec![InitialNamespace { lbads: 4096, ms: 0, blocks: 65536, attached: true }];
+    profile.namespaces = vec![InitialNamespace { lbads: 4096, ms: 0, extended: false, blocks: 65536, attached: true }];
     let config = profile.controller_config();
     let subsystem = Subsystem::new(profile).unwrap();
     let transport = SimTransport::new(config, Box::new(subsystem));

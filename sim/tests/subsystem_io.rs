@@ -15,7 +15,7 @@ use nvme_sim::subsystem::Subsystem;
 fn profile(name: &str) -> Profile {
     let mut p = Profile::builtin(name).unwrap();
     p.capacity_bytes = 64 << 20;
-    let ns = |lbads, ms, blocks, attached| InitialNamespace { lbads, ms, blocks, attached };
+    let ns = |lbads, ms, blocks, attached| InitialNamespace { lbads, ms, extended: false, blocks, attached };
     p.namespaces = vec![
         ns(512, 0, 8192, true),
         ns(4096, 0, 1024, true),

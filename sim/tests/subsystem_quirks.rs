@@ -34,9 +34,9 @@ fn profile(quirk: Option<Quirk>) -> Profile {
     let mut p = Profile::builtin("enterprise-1.4").unwrap();
     p.capacity_bytes = 64 << 20;
     p.namespaces = vec![
-        InitialNamespace { lbads: 512, ms: 0, blocks: 8192, attached: true },
-        InitialNamespace { lbads: 4096, ms: 0, blocks: 1024, attached: true },
-        InitialNamespace { lbads: 512, ms: 0, blocks: 64, attached: false },
+        InitialNamespace { lbads: 512, ms: 0, extended: false, blocks: 8192, attached: true },
+        InitialNamespace { lbads: 4096, ms: 0, extended: false, blocks: 1024, attached: true },
+        InitialNamespace { lbads: 512, ms: 0, extended: false, blocks: 64, attached: false },
     ];
     if let Some(quirk) = quirk {
         p = p.with_quirk(quirk);
@@ -75,7 +75,7 @@ fn changed_list(sub: &mut Subsystem, host: &mut TestHost) -> Vec<u32> {
 #[test]
 fn every_quirk_has_a_test_here() {
     // A quirk added to the enum must get a test in this file: keep the count in step.
-    assert_eq!(Quirk::ALL.len(), 41);
+    assert_eq!(Quirk::ALL.len(), 42);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -592,4 +592,25 @@ fn format_invalid_lbaf_accepted_creates_a_namespace_with_format_0() {
     let (_, bytes) = host.identify(&mut sub, Cns::AllocatedNamespace as u8, 4, 0);
     let id = IdentifyNamespace::read_from_bytes(&bytes).unwrap();
     assert_eq!((id.nsze, id.flbas_index(), id.lba_data_size()), (64, 0, Some(512)));
+}
+
+#[test]
+fn metadata_not_kept_stores_the_data_of_a_write_but_not_its_separate_metadata() {
+    let with_metadata = |quirk: Option<Quirk>| {
+        let mut p = profile(quirk);
+        p.namespaces.push(InitialNamespace { lbads: 512, ms: 8, extended: false, blocks: 64, attached: true });
+        (Subsystem::new(p).unwrap(), TestHost::new(1))
+    };
+    let data: Vec<u8> = (0..1024u32).map(|i| (i * 7) as u8).collect();
+    let meta: Vec<u8> = (1..=16).collect();
+    for (quirk, kept) in [(None, true), (Some(Quirk::MetadataNotKept), false)] {
+        let (mut sub, mut host) = with_metadata(quirk);
+        host.put_metadata(&meta);
+        assert_status(host.write(&mut sub, 4, 0, 1, &data), Status::SUCCESS);
+        host.put_metadata(&[0xEE; 16]);
+        let (done, back) = host.read(&mut sub, 4, 0, 1, data.len());
+        assert_status(done, Status::SUCCESS);
+        assert_eq!(back, data, "the data is stored either way");
+        assert_eq!(host.get_metadata(16) == meta, kept, "{quirk:?}");
+    }
 }

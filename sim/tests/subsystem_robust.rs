@@ -38,9 +38,9 @@ fn small(profile: &str, quirks: &[Quirk]) -> Subsystem {
     let mut p = Profile::builtin(profile).unwrap();
     p.capacity_bytes = 32 << 20;
     p.namespaces = vec![
-        InitialNamespace { lbads: 512, ms: 0, blocks: 2048, attached: true },
-        InitialNamespace { lbads: 4096, ms: 8, blocks: 256, attached: true },
-        InitialNamespace { lbads: 512, ms: 8, blocks: 64, attached: false },
+        InitialNamespace { lbads: 512, ms: 0, extended: false, blocks: 2048, attached: true },
+        InitialNamespace { lbads: 4096, ms: 8, extended: false, blocks: 256, attached: true },
+        InitialNamespace { lbads: 512, ms: 8, extended: false, blocks: 64, attached: false },
     ];
     for q in quirks {
         p = p.with_quirk(*q);

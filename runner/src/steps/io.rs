@@ -1,14 +1,18 @@
 //! I/O steps: tagged writes the host map remembers, verification of every block the map
 //! knows, raw commands with expected statuses (boundaries, invalid namespaces, MDTS),
-//! Dataset Management deallocate, Write Zeroes, Flush and Compare.
+//! Dataset Management deallocate, Write Zeroes, Flush and Compare. Every command moves
+//! the namespace's metadata as its format in use lays it out ([`super::layout`]), and
+//! the metadata of written blocks is judged like their data.
 
 use nvme::device::Data;
 use nvme::spec::nvm::{self, dataset_management, DsmAttributes, DsmRange};
 
+use super::layout::{metadata_pattern, Layout};
 use super::resolve::{self, param, NsTarget};
 use super::{CaseContext, StepError, StepResult};
 use crate::data::judge::{judge_range, DeallocatedRead, Expectation, JudgeError, Previous};
 use crate::data::{fill_blocks, BlockSize, BlockTag};
+use crate::rules;
 use crate::suite::model::{Blocks, Expect, IoOp, Lba, NsRef, Param, Ranges};
 
 /// The most bytes one command moves when MDTS allows more (keeps buffers small).
@@ -28,7 +32,7 @@ pub fn write(
         members.reverse();
     }
     for i in members {
-        let (nsid, nsze, bs) = member(ctx, i)?;
+        let (nsid, nsze, _) = member(ctx, i)?;
         let first = resolve::lba(lba, nsze)?;
         let count = resolve::blocks(blocks, nsze)?;
         if first.checked_add(count).is_none_or(|end| end > nsze) {
@@ -37,16 +41,16 @@ pub fn write(
             )));
         }
         let generation = ctx.map.next_generation();
-        let per_cmd = blocks_per_command(ctx, bs);
+        let layout = layout(ctx, i)?;
+        let per_cmd = blocks_per_command(ctx, layout.per_block_in_buffer());
         let mut lba = first;
         while lba < first + count {
             let n = per_cmd.min(first + count - lba);
-            let tag = BlockTag { nsid, lba, generation, seed: ctx.seed, block_size: block_size(bs)? };
-            let mut buf = vec![0u8; (n * bs) as usize];
-            fill_blocks(&mut buf, &tag).map_err(|e| StepError::Error(e.to_string()))?;
+            let (buf, md) = tagged(&layout, nsid, lba, n, generation, ctx.seed)?;
             let what =
                 format!("Write NSID {nsid} SLBA {lba:#x} NLB {} (generation {generation}{})", n - 1, fua_text(fua));
-            let c = ctx.io(&what, nvm::write(nsid, lba, (n - 1) as u16, fua), Data::ToDevice(&buf))?;
+            let cmd = nvm::write(nsid, lba, (n - 1) as u16, fua);
+            let c = ctx.io_with_metadata(&what, cmd, Data::ToDevice(&buf), outgoing(&md))?;
             if !c.status().is_success() {
                 ctx.map.forget(nsid, lba, n);
                 return Err(ctx.fail(
@@ -121,17 +125,21 @@ fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -
     let (nsid, _, bs) = member(ctx, i)?;
     let dealloc = ctx.set[i].dealloc_read;
     let size = block_size(bs)?;
-    let per_cmd = blocks_per_command(ctx, bs);
+    let layout = layout(ctx, i)?;
+    let per_cmd = blocks_per_command(ctx, layout.per_block_in_buffer());
     let mut kept = 0;
     let mut lba = first;
     while lba < first + count {
         let n = per_cmd.min(first + count - lba);
-        let mut buf = vec![0u8; (n * bs) as usize];
+        let mut buf = vec![0u8; layout.buffer_bytes(n)];
+        let mut md_buf = vec![0u8; layout.metadata_buffer_bytes(n)];
         let what = format!("Read NSID {nsid} SLBA {lba:#x} NLB {}", n - 1);
-        let c = ctx.io(&what, nvm::read(nsid, lba, (n - 1) as u16), Data::FromDevice(&mut buf))?;
+        let cmd = nvm::read(nsid, lba, (n - 1) as u16);
+        let c = ctx.io_with_metadata(&what, cmd, Data::FromDevice(&mut buf), incoming(&mut md_buf))?;
         if !c.status().is_success() {
             return Err(ctx.fail(what, c.status().to_string(), "Successful Completion (a read inside the namespace)"));
         }
+        let (buf, md) = layout.unpack(&buf, &md_buf);
         match judge_range(&buf, nsid, lba, size, &ctx.map, dealloc) {
             Ok(judged) => kept += judged.kept,
             Err(JudgeError::Mismatch(m)) => {
@@ -140,6 +148,7 @@ fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -
             }
             Err(JudgeError::Layout(e)) => return Err(StepError::Error(e.to_string())),
         }
+        judge_metadata(ctx, &layout, nsid, lba, &md, &what)?;
         lba += n;
     }
     Ok(kept)
@@ -184,9 +193,12 @@ pub fn raw(
     expect: Option<&Expect>,
 ) -> StepResult {
     let target = resolve::ns_one(ctx, ns)?;
-    let (nsid, nsze, bs) = match target {
-        NsTarget::Member(i) => member(ctx, i)?,
-        NsTarget::Raw(nsid) => (nsid, 0, 4096),
+    let (nsid, nsze, layout) = match target {
+        NsTarget::Member(i) => {
+            let (nsid, nsze, _) = member(ctx, i)?;
+            (nsid, nsze, layout(ctx, i)?)
+        }
+        NsTarget::Raw(nsid) => (nsid, 0, Layout::plain(4096)),
     };
     let first = match (target, lba) {
         (NsTarget::Raw(_), Lba::At(p)) => param(p)?,
@@ -200,38 +212,39 @@ pub fn raw(
         return Err(StepError::Error(format!("blocks: {n} does not fit NLB (1 to 65536 blocks)")));
     }
     let nlb = (n - 1) as u16;
-    let mut buf = vec![0u8; (n * bs) as usize];
     let generation = ctx.map.next_generation();
-    let (what, cmd, data) = match op {
+    let (mut buf, mut md) = match op {
+        IoOp::Write => tagged(&layout, nsid, first, n, generation, ctx.seed)?,
+        _ => (vec![0u8; layout.buffer_bytes(n)], vec![0u8; layout.metadata_buffer_bytes(n)]),
+    };
+    let (what, cmd, data, metadata) = match op {
         IoOp::Read => (
             format!("Read NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
             nvm::read(nsid, first, nlb),
             Data::FromDevice(&mut buf),
+            incoming(&mut md),
         ),
-        IoOp::Write => {
-            if let Ok(size) = block_size(bs) {
-                let tag = BlockTag { nsid, lba: first, generation, seed: ctx.seed, block_size: size };
-                fill_blocks(&mut buf, &tag).map_err(|e| StepError::Error(e.to_string()))?;
-            }
-            (
-                format!("Write NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
-                nvm::write(nsid, first, nlb, false),
-                Data::ToDevice(&buf),
-            )
-        }
+        IoOp::Write => (
+            format!("Write NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
+            nvm::write(nsid, first, nlb, false),
+            Data::ToDevice(&buf),
+            outgoing(&md),
+        ),
         IoOp::Compare => (
             format!("Compare NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
             nvm::compare(nsid, first, nlb),
             Data::ToDevice(&buf),
+            outgoing(&md),
         ),
         IoOp::WriteZeroes => (
             format!("Write Zeroes NSID {nsid:#x} SLBA {first:#x} NLB {nlb}"),
             nvm::write_zeroes(nsid, first, nlb, false),
             Data::None,
+            Data::None,
         ),
-        IoOp::Flush => (format!("Flush NSID {nsid:#x}"), nvm::flush(nsid), Data::None),
+        IoOp::Flush => (format!("Flush NSID {nsid:#x}"), nvm::flush(nsid), Data::None, Data::None),
     };
-    let c = ctx.io(&what, cmd, data)?;
+    let c = ctx.io_with_metadata(&what, cmd, data, metadata)?;
     if c.status().is_success() {
         record_success(ctx, target, op, first, n, generation);
     }
@@ -259,35 +272,42 @@ pub fn beyond_mdts(ctx: &mut CaseContext<'_>, ns: &NsRef, op: IoOp, expect: Opti
     let NsTarget::Member(i) = target else {
         return Err(StepError::Error("io_beyond_mdts needs a namespace of the set".into()));
     };
-    let (nsid, nsze, bs) = member(ctx, i)?;
-    let n = mdts / bs + 1;
+    let (nsid, nsze, _) = member(ctx, i)?;
+    let layout = layout(ctx, i)?;
+    // MDTS limits the data buffer, metadata included where it is part of an extended LBA.
+    let per_block = layout.per_block_in_buffer();
+    let n = mdts / per_block + 1;
     if n > 65536 || n > nsze {
         return Err(StepError::Skip(format!(
             "MDTS ({mdts} bytes) + 1 block is more than one command or the namespace can address"
         )));
     }
     let nlb = (n - 1) as u16;
-    let mut buf = vec![0u8; (n * bs) as usize];
-    let (what, cmd, data) = match op {
+    let shown = format!("{} bytes, MDTS {mdts} bytes", n * per_block);
+    let generation = ctx.map.next_generation();
+    let (mut buf, mut md) = match op {
+        IoOp::Write => tagged(&layout, nsid, 0, n, generation, ctx.seed)?,
+        _ => (vec![0u8; layout.buffer_bytes(n)], vec![0u8; layout.metadata_buffer_bytes(n)]),
+    };
+    let (what, cmd, data, metadata) = match op {
         IoOp::Read => (
-            format!("Read NSID {nsid} SLBA 0 NLB {nlb} ({} bytes, MDTS {mdts} bytes)", n * bs),
+            format!("Read NSID {nsid} SLBA 0 NLB {nlb} ({shown})"),
             nvm::read(nsid, 0, nlb),
             Data::FromDevice(&mut buf),
+            incoming(&mut md),
         ),
         IoOp::Write => {
-            let generation = ctx.map.next_generation();
-            let tag = BlockTag { nsid, lba: 0, generation, seed: ctx.seed, block_size: block_size(bs)? };
-            fill_blocks(&mut buf, &tag).map_err(|e| StepError::Error(e.to_string()))?;
             ctx.map.forget(nsid, 0, n);
             (
-                format!("Write NSID {nsid} SLBA 0 NLB {nlb} ({} bytes, MDTS {mdts} bytes)", n * bs),
+                format!("Write NSID {nsid} SLBA 0 NLB {nlb} ({shown})"),
                 nvm::write(nsid, 0, nlb, false),
                 Data::ToDevice(&buf),
+                outgoing(&md),
             )
         }
         other => return Err(StepError::Error(format!("io_beyond_mdts moves data: {other:?} does not"))),
     };
-    let c = ctx.io(&what, cmd, data)?;
+    let c = ctx.io_with_metadata(&what, cmd, data, metadata)?;
     ctx.expect(&what, &c, expect)
 }
 
@@ -420,13 +440,24 @@ pub fn compare(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Param<
         return Err(StepError::Error(format!("blocks: {n} does not fit NLB (1 to 65536 blocks)")));
     }
     let size = block_size(bs)?;
+    let layout = layout(ctx, i)?;
+    let ms = layout.metadata as usize;
     let mut buf = vec![0u8; (n * bs) as usize];
+    // Compare compares the metadata too: known only for blocks nvtest wrote.
+    let mut md = vec![0u8; n as usize * ms];
     for (k, block) in buf.chunks_exact_mut(bs as usize).enumerate() {
         let lba = first + k as u64;
         match ctx.map.state_at(nsid, lba) {
             Expectation::Written { generation, seed } => {
                 let tag = BlockTag { nsid, lba, generation, seed, block_size: size };
                 fill_blocks(block, &tag).map_err(|e| StepError::Error(e.to_string()))?;
+                md[k * ms..(k + 1) * ms].copy_from_slice(&metadata_pattern(nsid, lba, generation, seed, ms));
+            }
+            Expectation::Zeroes if ms > 0 => {
+                return Err(StepError::Error(format!(
+                    "compare needs known metadata; LBA {lba:#x} of NSID {nsid} was written with Write Zeroes, whose \
+                     metadata nvtest does not judge"
+                )));
             }
             Expectation::Zeroes => {}
             // A deallocated block reads as DLFEAT says or, deallocation being advisory, as
@@ -449,9 +480,80 @@ pub fn compare(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Param<
     }
     let what =
         format!("Compare NSID {nsid} SLBA {first:#x} NLB {}{}", n - 1, if mismatch { " (altered data)" } else { "" });
-    let c = ctx.io(&what, nvm::compare(nsid, first, (n - 1) as u16), Data::ToDevice(&buf))?;
+    let (buf, md) = layout.pack(&buf, &md);
+    let c =
+        ctx.io_with_metadata(&what, nvm::compare(nsid, first, (n - 1) as u16), Data::ToDevice(&buf), outgoing(&md))?;
     let expected = if mismatch { Expect::One("Compare Failure".into()) } else { Expect::One("success".into()) };
     ctx.expect(&what, &c, Some(&expected))
+}
+
+/// How member `i`'s blocks travel. A namespace formatted with end-to-end protection is
+/// skipped: nvtest does not generate protection information, which the controller checks
+/// on every write (NVMe 1.4 §8.3, End-to-end Data Protection).
+fn layout(ctx: &CaseContext<'_>, i: usize) -> StepResult<Layout> {
+    let e = &ctx.set[i];
+    if e.protection != 0 {
+        return Err(StepError::Skip(format!(
+            "NSID {} is formatted with end-to-end data protection (DPS PIT {}): nvtest does not generate \
+             protection information, so its writes would fail the controller's checks",
+            e.nsid, e.protection
+        )));
+    }
+    Ok(Layout { data: e.block_size, metadata: e.metadata_size, extended: e.extended })
+}
+
+/// The data and metadata buffers of a tagged write of `n` blocks from `lba`.
+fn tagged(layout: &Layout, nsid: u32, lba: u64, n: u64, generation: u64, seed: u64) -> StepResult<(Vec<u8>, Vec<u8>)> {
+    let tag = BlockTag { nsid, lba, generation, seed, block_size: block_size(layout.data)? };
+    let mut data = vec![0u8; (n * layout.data) as usize];
+    fill_blocks(&mut data, &tag).map_err(|e| StepError::Error(e.to_string()))?;
+    Ok(layout.pack(&data, &layout.metadata_for(nsid, lba, n, generation, seed)))
+}
+
+/// A separate metadata buffer to send (none when it is empty).
+fn outgoing(md: &[u8]) -> Data<'_> {
+    if md.is_empty() {
+        Data::None
+    } else {
+        Data::ToDevice(md)
+    }
+}
+
+/// A separate metadata buffer to receive into (none when it is empty).
+fn incoming(md: &mut [u8]) -> Data<'_> {
+    if md.is_empty() {
+        Data::None
+    } else {
+        Data::FromDevice(md)
+    }
+}
+
+/// The metadata read with blocks `lba..`, judged for each block whose last write nvtest
+/// knows; other blocks' metadata (never written, deallocated, zeroed) is not judged.
+fn judge_metadata(ctx: &CaseContext<'_>, layout: &Layout, nsid: u32, lba: u64, md: &[u8], what: &str) -> StepResult {
+    let ms = layout.metadata as usize;
+    if ms == 0 {
+        return Ok(());
+    }
+    for (k, got) in md.chunks_exact(ms).enumerate() {
+        let block = lba + k as u64;
+        let Expectation::Written { generation, seed } = ctx.map.state_at(nsid, block) else { continue };
+        let wanted = metadata_pattern(nsid, block, generation, seed, ms);
+        if let Some(at) = got.iter().zip(&wanted).position(|(g, w)| g != w) {
+            let placement = if layout.extended { "extended LBA" } else { "separate buffer" };
+            return Err(ctx.fail_rule(
+                rules::metadata_returned(),
+                what.to_string(),
+                format!(
+                    "the {ms}-byte metadata ({placement}) of LBA {block:#x} differs at byte {at}: read {:#04x}, \
+                     written {:#04x}",
+                    got[at], wanted[at]
+                ),
+                format!("the metadata written with the block by write generation {generation}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A member's NSID, NSZE and LBA data size, requiring it to be attached.

@@ -16,6 +16,7 @@ pub mod checks;
 pub mod events;
 pub mod facts;
 pub mod io;
+pub mod layout;
 pub mod namespaces;
 mod resolve;
 
@@ -97,8 +98,20 @@ impl<'a> CaseContext<'a> {
 
     /// Sends an I/O command on the first I/O queue, logging it.
     pub fn io(&mut self, what: &str, cmd: Command, data: Data<'_>) -> StepResult<Completion> {
+        self.io_with_metadata(what, cmd, data, Data::None)
+    }
+
+    /// [`CaseContext::io`] with a separate metadata buffer (MPTR) for formats that
+    /// have one ([`layout::Layout`]).
+    pub fn io_with_metadata(
+        &mut self,
+        what: &str,
+        cmd: Command,
+        data: Data<'_>,
+        metadata: Data<'_>,
+    ) -> StepResult<Completion> {
         let qid = self.io_queue()?;
-        let result = self.device.io(qid, cmd, data, Data::None);
+        let result = self.device.io(qid, cmd, data, metadata);
         self.log_completion(what, &result);
         Ok(result?)
     }

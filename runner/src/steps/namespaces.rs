@@ -23,6 +23,12 @@ pub struct NsEntry {
     pub requested_block_size: u64,
     /// The LBA data size the namespace reports (Identify Namespace, format in use).
     pub block_size: u64,
+    /// MS of the format in use: metadata bytes per block.
+    pub metadata_size: u64,
+    /// FLBAS bit 4: the metadata is part of an extended LBA (else a separate buffer).
+    pub extended: bool,
+    /// DPS bits 2:0: the end-to-end protection type in use (0: none).
+    pub protection: u8,
     pub nsze: u64,
     pub allocated: bool,
     pub attached: bool,
@@ -73,25 +79,70 @@ pub fn use_namespaces(
     let mut candidates = Vec::new();
     for nsid in active {
         let ns = identify_namespace(ctx, nsid)?;
-        candidates.push((nsid, ns.lba_data_size().unwrap_or(0)));
+        candidates.push(Candidate::of(nsid, &ns));
     }
+    let looked_at = candidates.iter().map(Candidate::describe).collect::<Vec<_>>();
     for i in 0..count {
         let size = sizes[i % sizes.len()] as u64;
-        let Some(pos) = candidates.iter().position(|&(_, s)| s == size) else {
+        // Large enough, and without metadata or protection where there is one: the case
+        // is about data; metadata formats are used (and their metadata judged) when
+        // they are all there is.
+        let fits = |c: &Candidate| c.data == size && c.nsze >= blocks;
+        let pos = candidates
+            .iter()
+            .position(|c| fits(c) && c.metadata == 0 && c.protection == 0)
+            .or_else(|| candidates.iter().position(|c| fits(c) && c.protection == 0))
+            .or_else(|| candidates.iter().position(fits));
+        let Some(pos) = pos else {
             return Err(StepError::Skip(format!(
-                "namespaces cannot be created here ({}) and too few active namespaces have {size}-byte LBAs \
-                 (the case needs {count} namespaces of sizes {sizes:?})",
+                "namespaces cannot be created here ({}) and too few active namespaces have {size}-byte LBAs and at \
+                 least {blocks} blocks (the case needs {count} namespaces of sizes {sizes:?}); active namespaces: {}",
                 if ctx.facts.namespace_management() {
                     "OACS bit 3 is set, but the Commands Supported and Effects log does not support opcode 0Dh"
                 } else {
                     "OACS bit 3 (Namespace Management) is 0"
-                }
+                },
+                if looked_at.is_empty() { "none".to_string() } else { looked_at.join(", ") }
             )));
         };
-        let (nsid, _) = candidates.remove(pos);
-        take_active(ctx, nsid, size)?;
+        let chosen = candidates.remove(pos);
+        take_active(ctx, chosen.nsid, size)?;
     }
     Ok(())
+}
+
+/// An active namespace `use_namespaces` may take, as Identify Namespace reports it.
+struct Candidate {
+    nsid: u32,
+    data: u64,
+    metadata: u16,
+    extended: bool,
+    protection: u8,
+    nsze: u64,
+}
+
+impl Candidate {
+    fn of(nsid: u32, ns: &IdentifyNamespace) -> Candidate {
+        Candidate {
+            nsid,
+            data: ns.lba_data_size().unwrap_or(0),
+            metadata: ns.lba_format_in_use().map_or(0, |f| f.ms),
+            extended: ns.extended_metadata(),
+            protection: ns.dps.pit(),
+            nsze: ns.nsze,
+        }
+    }
+
+    /// "NSID 2: 4096+16 (extended), 1000 blocks".
+    fn describe(&self) -> String {
+        let metadata = match (self.metadata, self.extended) {
+            (0, _) => String::new(),
+            (ms, true) => format!("+{ms} (extended)"),
+            (ms, false) => format!("+{ms} (separate)"),
+        };
+        let protection = if self.protection != 0 { format!(", PI type {}", self.protection) } else { String::new() };
+        format!("NSID {}: {}{metadata}{protection}, {} blocks", self.nsid, self.data, self.nsze)
+    }
 }
 
 /// Adds the active namespace `nsid` to the set as the drive reports it (Identify
@@ -101,6 +152,9 @@ fn take_active(ctx: &mut CaseContext<'_>, nsid: u32, requested_block_size: u64) 
         nsid,
         requested_block_size,
         block_size: requested_block_size,
+        metadata_size: 0,
+        extended: false,
+        protection: 0,
         nsze: 0,
         allocated: true,
         attached: true,
@@ -288,6 +342,9 @@ pub fn refresh(ctx: &mut CaseContext<'_>, i: usize) -> StepResult {
     let entry = &mut ctx.set[i];
     entry.nsze = ns.nsze;
     entry.block_size = ns.lba_data_size().unwrap_or(0);
+    entry.metadata_size = ns.lba_format_in_use().map_or(0, |f| f.ms as u64);
+    entry.extended = ns.extended_metadata();
+    entry.protection = ns.dps.pit();
     entry.dealloc_read = ns.dlfeat.read_behavior();
     Ok(())
 }
@@ -364,6 +421,9 @@ fn push_created(ctx: &mut CaseContext<'_>, nsid: u32, size: u64, nsze: u64) {
         nsid,
         requested_block_size: size,
         block_size: size,
+        metadata_size: 0,
+        extended: false,
+        protection: 0,
         nsze,
         allocated: true,
         attached: false,

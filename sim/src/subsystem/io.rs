@@ -181,10 +181,12 @@ impl Subsystem {
             return Done::ok();
         }
         let slba = cmd.slba();
+        let keep_metadata = !self.quirks.has(Quirk::MetadataNotKept);
         let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         let len = nlb * ns.format.host_block_size();
         let mut result = host_to_media(ns, slba, len, data);
-        if result.is_ok() && separate_metadata(ns) {
+        // Quirk `metadata-not-kept`: the separate metadata is not stored.
+        if result.is_ok() && separate_metadata(ns) && keep_metadata {
             result = host_to_metadata(ns, slba, nlb, data.dma(), cmd.mptr);
         }
         if let Err(s) = result {

@@ -119,7 +119,7 @@ impl Subsystem {
                     }
                 })?;
             let nsid = i as u32 + 1;
-            let mut created = sub.make_namespace(nsid, index as u8, false, ns.blocks);
+            let mut created = sub.make_namespace(nsid, index as u8, ns.extended, ns.blocks);
             if ns.attached {
                 created.attached.push(cntlid);
             }

@@ -159,6 +159,11 @@ pub enum Quirk {
     /// at every enable. Breaks §5.19 Namespace Attachment: attach and detach persist
     /// across all reset events.
     DetachUndoneByReset,
+    /// A Write of a namespace whose format carries metadata in a separate buffer (MPTR)
+    /// stores the blocks' data but not their metadata: reads return the metadata the
+    /// blocks had before. Breaks §8.2 (Metadata Region): the metadata is part of the
+    /// logical block and is returned with it.
+    MetadataNotKept,
 }
 
 impl Quirk {
@@ -205,6 +210,7 @@ impl Quirk {
         Quirk::DeallocatedReadsWrongPattern,
         Quirk::DsmLaterRangesCorrupted,
         Quirk::DetachUndoneByReset,
+        Quirk::MetadataNotKept,
     ];
 
     /// The name a profile uses for this quirk.
@@ -251,6 +257,7 @@ impl Quirk {
             Quirk::DeallocatedReadsWrongPattern => "deallocated-reads-wrong-pattern",
             Quirk::DsmLaterRangesCorrupted => "dsm-later-ranges-corrupted",
             Quirk::DetachUndoneByReset => "detach-undone-by-reset",
+            Quirk::MetadataNotKept => "metadata-not-kept",
         }
     }
 
