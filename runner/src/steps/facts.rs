@@ -5,6 +5,7 @@
 use nvme::device::{Access, Data, Device};
 use nvme::spec::identify::{identify, Cns, IdentifyController, IdentifyNamespace, LbaFormat, NamespaceList};
 use nvme::spec::log::{get_log_page, CommandsSupportedAndEffects, LogPageId};
+use nvme::spec::namespace::FormatNvm;
 use nvme::spec::registers::{offset, Cap};
 use nvme::spec::AdminOpcode;
 use nvme::spec::Version;
@@ -30,8 +31,21 @@ pub struct Facts {
     pub formats: Vec<LbaFormat>,
     /// Active namespaces when the session opened, with their LBA data sizes.
     pub active_namespaces: Vec<(u32, u64)>,
+    /// The format settings (LBAF, MSET, PI, PIL) of each namespace active when the session
+    /// opened: a case that reformats one leaves it to the next case to restore them.
+    pub provisioned_formats: Vec<(u32, FormatNvm)>,
     /// The Commands Supported and Effects log (05h), when LPA bit 1 says it exists.
     pub effects: Option<CommandsSupportedAndEffects>,
+}
+
+/// A namespace's format settings as Format NVM would set them (NVMe 1.4 Figure 273: LBAF
+/// from FLBAS bits 3:0, MSET from FLBAS bit 4, PI and PIL from DPS).
+pub fn format_settings(ns: &IdentifyNamespace) -> FormatNvm {
+    FormatNvm::new()
+        .with_lbaf(ns.flbas_index())
+        .with_mset(ns.extended_metadata())
+        .with_pi(ns.dps.pit())
+        .with_pil(ns.dps.first_eight_bytes())
 }
 
 impl Facts {
@@ -66,6 +80,7 @@ impl Facts {
             identify: ctrl,
             formats: Vec::new(),
             active_namespaces: Vec::new(),
+            provisioned_formats: Vec::new(),
             effects: None,
         };
         if facts.identify.lpa.commands_supported_and_effects() {
@@ -85,13 +100,15 @@ impl Facts {
         } else {
             Vec::new()
         };
-        if facts.formats.is_empty() {
-            for &(nsid, _) in &facts.active_namespaces.clone() {
-                let mut ns = IdentifyNamespace::new_zeroed();
-                let c = device
-                    .admin(identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))
-                    .map_err(|e| format!("Identify Namespace {nsid}: {e}"))?;
-                if c.status().is_success() {
+        let learn_formats = facts.formats.is_empty();
+        for &(nsid, _) in &facts.active_namespaces.clone() {
+            let mut ns = IdentifyNamespace::new_zeroed();
+            let c = device
+                .admin(identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))
+                .map_err(|e| format!("Identify Namespace {nsid}: {e}"))?;
+            if c.status().is_success() {
+                facts.provisioned_formats.push((nsid, format_settings(&ns)));
+                if learn_formats {
                     for f in ns.lba_formats() {
                         if !facts.formats.contains(f) {
                             facts.formats.push(*f);

@@ -9,6 +9,7 @@ use nvme::spec::namespace::{
 };
 use zerocopy::{FromZeros, IntoBytes};
 
+use super::facts::format_settings;
 use super::resolve::{self, param, NsTarget};
 use super::{CaseContext, StepError, StepResult};
 use crate::data::judge::DeallocatedRead;
@@ -78,7 +79,7 @@ pub fn use_namespaces(
     let active = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?;
     let mut candidates = Vec::new();
     for nsid in active {
-        let ns = identify_namespace(ctx, nsid)?;
+        let ns = restore_format(ctx, nsid)?;
         candidates.push(Candidate::of(nsid, &ns));
     }
     let looked_at = candidates.iter().map(Candidate::describe).collect::<Vec<_>>();
@@ -109,6 +110,31 @@ pub fn use_namespaces(
         take_active(ctx, chosen.nsid, size)?;
     }
     Ok(())
+}
+
+/// Identify Namespace of active `nsid`, after formatting it back to the settings it had
+/// when the session opened if an earlier case reformatted it: every case starts from the
+/// drive as it was found, so a verdict does not depend on the cases run before it.
+fn restore_format(ctx: &mut CaseContext<'_>, nsid: u32) -> StepResult<IdentifyNamespace> {
+    let ns = identify_namespace(ctx, nsid)?;
+    let Some(&(_, provisioned)) = ctx.facts.provisioned_formats.iter().find(|(id, _)| *id == nsid) else {
+        return Ok(ns);
+    };
+    if format_settings(&ns) == provisioned {
+        return Ok(ns);
+    }
+    let what = format!(
+        "Format NVM NSID {nsid:#x} LBAF {} MSET {} PI {} SES 0 (restoring the format NSID {nsid} had when the \
+         session opened; an earlier case reformatted it)",
+        provisioned.lbaf(),
+        u8::from(provisioned.mset()),
+        provisioned.pi()
+    );
+    let c = ctx.admin(&what, format_nvm(nsid, provisioned), Data::None)?;
+    setup_success(ctx, &what, &c)?;
+    ctx.map.reset_namespace(nsid);
+    ctx.device.namespaces_changed()?;
+    identify_namespace(ctx, nsid)
 }
 
 /// An active namespace `use_namespaces` may take, as Identify Namespace reports it.
