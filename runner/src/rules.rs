@@ -98,6 +98,14 @@ pub fn allocated_list() -> Rule {
     )
 }
 
+pub fn allocated_identify() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify – CNS 11h (Identify Namespace data structure for an Allocated NSID)",
+        "for an allocated NSID, attached or not, the controller returns that namespace's Identify Namespace data \
+         (the same NSZE, NCAP and FLBAS as CNS 00h reports while it is attached)",
+    )
+}
+
 pub fn controller_list() -> Rule {
     rule(
         "NVMe 1.4 §5.15.2.1, Identify – CNS 12h (Namespace Attached Controller list)",

@@ -27,6 +27,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("namespaces", "unique-identifiers", "duplicate-nguid", "§7.11 Unique Identifier"),
     ("namespaces", "descriptor-lists", "descriptor-list-mismatch", "CNS 03h"),
     ("namespaces", "allocated-namespace-list", "allocated-list-omits-inactive", "CNS 10h"),
+    ("namespaces", "allocated-namespace-list", "allocated-identify-zero-when-detached", "CNS 11h"),
     ("namespaces", "controller-lists", "controller-list-empty", "CNS 12h"),
     ("namespaces", "isolation", "namespace-write-leak", "§6.1 Namespaces"),
     ("namespaces", "last-lba", "last-lba-rejected", "LBAs 0 through NSZE - 1 are valid"),
@@ -36,6 +37,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("namespaces", "write-crossing-nsze", "lba-past-nsze-accepted", "Write command"),
     ("namespaces", "transfer-follows-format/lbads=512", "format-512-addresses-4096", "LBA Format"),
     ("namespaces", "transfer-follows-format/lbads=4096", "format-4096-addresses-512", "LBA Format"),
+    ("namespaces", "compare-follows-data", "compare-always-succeeds", "§6.5 Compare command"),
     ("namespaces", "transfer-beyond-mdts", "mdts-not-enforced", "(MDTS)"),
     ("namespaces", "io-to-unallocated-nsid", "inactive-namespace-io-accepted", "§6.1.5"),
     ("namespaces", "io-to-nsid-zero", "inactive-namespace-io-accepted", "NSID 0"),
@@ -107,6 +109,40 @@ fn every_case_has_a_failing_twin() {
         }
     }
     assert!(missing.is_empty(), "cases with no quirk proving they can fail: {missing:#?}");
+}
+
+/// Quirks proven by a suite case on a profile other than enterprise-1.4 (the drive they
+/// need is provisioned differently), with the test here or beside it that runs them.
+const PROVEN_ON_OTHER_PROFILES: &[(&str, &str)] = &[
+    ("nn-understated", "namespaces_as_found_judges_a_provisioned_drive_read_only"),
+    ("metadata-not-kept", "metadata_formats::a_drive_that_drops_separate_metadata_fails_naming_the_metadata_rule"),
+];
+
+/// Quirks that break no rule: behaviour the specification allows, kept to prove that
+/// nvtest passes it (and the test that proves it).
+const BREAK_NO_RULE: &[(&str, &str)] = &[
+    ("stale-after-deallocate", "advisory_deallocation_passes_the_trim_suite"),
+    ("dsm-first-range-only", "advisory_deallocation_passes_the_trim_suite"),
+];
+
+/// The other direction of the twins: every quirk of the simulated drive fails at least
+/// one case of the shipped suites (or breaks no rule, and is proven to pass).
+#[test]
+fn every_quirk_fails_some_case() {
+    let known = |list: &[(&str, &str)], name: &str| list.iter().any(|(q, _)| *q == name);
+    let idle: Vec<&str> = Quirk::ALL
+        .iter()
+        .map(|q| q.name())
+        .filter(|name| {
+            !TWINS.iter().any(|(_, _, q, _)| q == name)
+                && !known(PROVEN_ON_OTHER_PROFILES, name)
+                && !known(BREAK_NO_RULE, name)
+        })
+        .collect();
+    assert!(idle.is_empty(), "quirks no suite case fails on: {idle:?}");
+    for (name, _) in PROVEN_ON_OTHER_PROFILES.iter().chain(BREAK_NO_RULE) {
+        assert!(Quirk::from_name(name).is_some(), "unknown quirk {name}");
+    }
 }
 
 #[test]

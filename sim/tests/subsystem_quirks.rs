@@ -75,7 +75,7 @@ fn changed_list(sub: &mut Subsystem, host: &mut TestHost) -> Vec<u32> {
 #[test]
 fn every_quirk_has_a_test_here() {
     // A quirk added to the enum must get a test in this file: keep the count in step.
-    assert_eq!(Quirk::ALL.len(), 42);
+    assert_eq!(Quirk::ALL.len(), 43);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -613,4 +613,18 @@ fn metadata_not_kept_stores_the_data_of_a_write_but_not_its_separate_metadata() 
         assert_eq!(back, data, "the data is stored either way");
         assert_eq!(host.get_metadata(16) == meta, kept, "{quirk:?}");
     }
+}
+
+#[test]
+fn allocated_identify_zero_when_detached_hides_an_unattached_namespace() {
+    let identify_allocated = |sub: &mut Subsystem, host: &mut TestHost, nsid: u32| {
+        let (done, data) = host.identify(sub, Cns::AllocatedNamespace as u8, nsid, 0);
+        assert_status(done, Status::SUCCESS);
+        u64::from_le_bytes(data[..8].try_into().unwrap())
+    };
+    let (mut sub, mut host) = clean();
+    assert_eq!(identify_allocated(&mut sub, &mut host, 3), 64, "NSZE of the detached namespace");
+    let (mut sub, mut host) = drive(Quirk::AllocatedIdentifyZeroWhenDetached);
+    assert_eq!(identify_allocated(&mut sub, &mut host, 3), 0, "zeroes for the detached namespace");
+    assert_eq!(identify_allocated(&mut sub, &mut host, 1), 8192, "an attached one is still described");
 }

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use nvme::device::Data;
 use nvme::spec::identify::{
-    identify as identify_cmd, parse_descriptor_list, Cns, ControllerList, IdentifyController, NsDescriptor,
+    identify as identify_cmd, parse_descriptor_list, Cns, ControllerList, IdentifyController, IdentifyNamespace,
+    NsDescriptor,
 };
 use nvme::spec::Version;
 use zerocopy::{FromZeros, IntoBytes};
@@ -295,6 +296,27 @@ fn allocated_namespace_list(ctx: &mut CaseContext<'_>) -> StepResult {
                     "every allocated NSID listed, attached or not; NSID {} {}",
                     e.nsid,
                     if e.allocated { "listed" } else { "absent" }
+                ),
+            ));
+        }
+    }
+    // CNS 11h: each allocated namespace's data, attached or not, as the set knows it.
+    for e in ctx.set.clone().into_iter().filter(|e| e.allocated) {
+        let mut id = IdentifyNamespace::new_zeroed();
+        let sent = format!("Identify Namespace for an Allocated NSID (CNS 11h) NSID {}", e.nsid);
+        let c =
+            ctx.admin(&sent, identify_cmd(Cns::AllocatedNamespace, e.nsid, 0), Data::FromDevice(id.as_mut_bytes()))?;
+        ctx.require_success(&sent, &c)?;
+        let size = id.lba_data_size().unwrap_or(0);
+        if id.nsze != e.nsze || size != e.block_size {
+            let attached = if e.attached { "attached" } else { "not attached" };
+            return Err(ctx.fail_rule(
+                rules::allocated_identify(),
+                sent,
+                format!("NSZE {:#x}, {size}-byte LBAs for NSID {} ({attached})", id.nsze, e.nsid),
+                format!(
+                    "NSZE {:#x}, {}-byte LBAs (what Identify CNS 00h reported while attached)",
+                    e.nsze, e.block_size
                 ),
             ));
         }

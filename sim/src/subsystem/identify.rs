@@ -238,6 +238,10 @@ impl Subsystem {
             return Err(Status::INVALID_NAMESPACE_OR_FORMAT);
         }
         Ok(match self.namespace(nsid) {
+            // Quirk `allocated-identify-zero-when-detached`.
+            Some(ns) if ns.attached.is_empty() && self.quirks.has(Quirk::AllocatedIdentifyZeroWhenDetached) => {
+                IdentifyNamespace::new_zeroed()
+            }
             Some(ns) => self.identify_namespace(ns),
             None => IdentifyNamespace::new_zeroed(),
         })

@@ -164,6 +164,10 @@ pub enum Quirk {
     /// blocks had before. Breaks §8.2 (Metadata Region): the metadata is part of the
     /// logical block and is returned with it.
     MetadataNotKept,
+    /// Identify Namespace for an Allocated NSID (CNS 11h) returns a zero-filled structure
+    /// for a namespace attached to no controller. Breaks §5.15.2.1: CNS 11h returns the
+    /// Identify Namespace data of any allocated NSID, attached or not.
+    AllocatedIdentifyZeroWhenDetached,
 }
 
 impl Quirk {
@@ -211,6 +215,7 @@ impl Quirk {
         Quirk::DsmLaterRangesCorrupted,
         Quirk::DetachUndoneByReset,
         Quirk::MetadataNotKept,
+        Quirk::AllocatedIdentifyZeroWhenDetached,
     ];
 
     /// The name a profile uses for this quirk.
@@ -258,6 +263,7 @@ impl Quirk {
             Quirk::DsmLaterRangesCorrupted => "dsm-later-ranges-corrupted",
             Quirk::DetachUndoneByReset => "detach-undone-by-reset",
             Quirk::MetadataNotKept => "metadata-not-kept",
+            Quirk::AllocatedIdentifyZeroWhenDetached => "allocated-identify-zero-when-detached",
         }
     }
 
