@@ -211,6 +211,18 @@ pub fn raw(
     if n == 0 || n > 65536 {
         return Err(StepError::Error(format!("blocks: {n} does not fit NLB (1 to 65536 blocks)")));
     }
+    let moves_data = matches!(op, IoOp::Read | IoOp::Write | IoOp::Compare);
+    if let (true, NsTarget::Member(_), Some(mdts)) = (moves_data, target, ctx.facts.mdts_bytes) {
+        // A range check must not also exceed MDTS: which of the two errors a drive reports
+        // first the specification does not say.
+        let bytes = n * layout.per_block_in_buffer();
+        if bytes > mdts {
+            return Err(StepError::Skip(format!(
+                "{n} blocks of NSID {nsid} move {bytes} bytes, more than MDTS ({mdts} bytes): the command would break \
+                 the transfer limit as well as the rule checked, and a drive may report either"
+            )));
+        }
+    }
     let nlb = (n - 1) as u16;
     let generation = ctx.map.next_generation();
     let (mut buf, mut md) = match op {
@@ -478,13 +490,27 @@ pub fn compare(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Param<
     if mismatch {
         buf[bs as usize / 2] ^= 0x5A;
     }
-    let what =
-        format!("Compare NSID {nsid} SLBA {first:#x} NLB {}{}", n - 1, if mismatch { " (altered data)" } else { "" });
-    let (buf, md) = layout.pack(&buf, &md);
-    let c =
-        ctx.io_with_metadata(&what, nvm::compare(nsid, first, (n - 1) as u16), Data::ToDevice(&buf), outgoing(&md))?;
-    let expected = if mismatch { Expect::One("Compare Failure".into()) } else { Expect::One("success".into()) };
-    ctx.expect(&what, &c, Some(&expected))
+    // In commands of at most MDTS (Compare moves data too); the altered byte is in the
+    // first block, so with `mismatch` only the first command is sent.
+    let per_cmd = blocks_per_command(ctx, layout.per_block_in_buffer());
+    let mut done = 0;
+    while done < n {
+        let k = per_cmd.min(n - done);
+        let (from, to) = ((done * bs) as usize, ((done + k) * bs) as usize);
+        let (data, metadata) = layout.pack(&buf[from..to], &md[done as usize * ms..(done + k) as usize * ms]);
+        let lba = first + done;
+        let altered = if mismatch { " (altered data)" } else { "" };
+        let what = format!("Compare NSID {nsid} SLBA {lba:#x} NLB {}{altered}", k - 1);
+        let cmd = nvm::compare(nsid, lba, (k - 1) as u16);
+        let c = ctx.io_with_metadata(&what, cmd, Data::ToDevice(&data), outgoing(&metadata))?;
+        let expected = if mismatch { Expect::One("Compare Failure".into()) } else { Expect::One("success".into()) };
+        ctx.expect(&what, &c, Some(&expected))?;
+        if mismatch {
+            break;
+        }
+        done += k;
+    }
+    Ok(())
 }
 
 /// How member `i`'s blocks travel. A namespace formatted with end-to-end protection is
