@@ -108,3 +108,39 @@ fn suites_on_qemu_metadata() {
     }
     assert!(passed >= 60, "only {passed} cases passed on qemu:metadata");
 }
+
+/// A drive whose namespaces are all detached: the LBA formats it supports are learnt from
+/// the allocated namespaces (CNS 10h, 11h), so no case is skipped for a format the drive
+/// offers; what the cases lack is an active namespace, and their skips say so.
+#[test]
+fn a_drive_with_no_active_namespace_is_skipped_for_what_it_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("none.yaml");
+    std::fs::write(
+        &path,
+        "name: none\nsubsystems:\n  - {id: subsys0, nqn: nvtest-none}\ncontrollers:\n  - {id: nvme0, serial: NVTQNONE0001, \
+         subsystem: subsys0}\nnamespaces:\n  - {nsid: 1, controller: nvme0, lbads: 512, blocks: 65536, detached: true}\n  \
+         - {nsid: 2, controller: nvme0, lbads: 4096, blocks: 65536, detached: true}\n",
+    )
+    .unwrap();
+    let verdicts = run_suites(&format!("qemu:{}", path.display()));
+    let deviations = load_expected(repo().join("fixtures/qemu/expected.yaml")).unwrap();
+    for (name, verdict) in &verdicts {
+        match verdict {
+            Verdict::Pass => {}
+            // A QEMU deviation the findings list (for some topology).
+            Verdict::Fail(_) if deviations.iter().any(|f| &f.case == name) => {}
+            Verdict::Skipped(reason) => {
+                assert!(!reason.contains("no LBA format with"), "{name}: the drive offers the format: {reason}");
+                assert!(
+                    reason.contains("active namespaces: none")
+                        || reason.contains("active namespaces and no Namespace Management")
+                        || reason.contains("is empty")
+                        || reason.contains("OACS bit"),
+                    "{name}: {reason}"
+                );
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}

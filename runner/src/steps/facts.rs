@@ -27,7 +27,8 @@ pub struct Facts {
     pub mdts_bytes: Option<u64>,
     pub access: Access,
     /// LBA formats a namespace can be given (Identify Namespace for NSID FFFFFFFFh with
-    /// Namespace Management; otherwise those of the active namespaces).
+    /// Namespace Management; otherwise those of the active namespaces, or, with none
+    /// active, those of the allocated ones through CNS 11h).
     pub formats: Vec<LbaFormat>,
     /// Active namespaces when the session opened, with their LBA data sizes.
     pub active_namespaces: Vec<(u32, u64)>,
@@ -117,6 +118,10 @@ impl Facts {
                 }
             }
         }
+        if facts.formats.is_empty() && facts.namespace_management() {
+            // No active namespace to learn from: the allocated ones (CNS 10h, 11h) tell too.
+            facts.formats = allocated_formats(device)?;
+        }
         Ok(facts)
     }
 
@@ -203,6 +208,33 @@ fn read_effects(device: &mut dyn Device) -> Result<Option<CommandsSupportedAndEf
         .map_err(|e| format!("Get Log Page 05h (Commands Supported and Effects): {e}"))?;
     // A failed read leaves the question to OACS; the log's own rules are not checked here.
     Ok(c.status().is_success().then_some(log))
+}
+
+/// The LBA formats of the allocated namespaces, attached or not (Identify CNS 10h, then
+/// CNS 11h for each); none when the controller answers neither.
+fn allocated_formats(device: &mut dyn Device) -> Result<Vec<LbaFormat>, String> {
+    let mut list = NamespaceList::new_zeroed();
+    let c = device
+        .admin(identify(Cns::AllocatedNamespaceList, 0, 0), Data::FromDevice(list.as_mut_bytes()))
+        .map_err(|e| format!("Identify Allocated Namespace ID list: {e}"))?;
+    let mut formats = Vec::new();
+    if !c.status().is_success() {
+        return Ok(formats);
+    }
+    for nsid in list.ids() {
+        let mut ns = IdentifyNamespace::new_zeroed();
+        let c = device
+            .admin(identify(Cns::AllocatedNamespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))
+            .map_err(|e| format!("Identify Namespace for Allocated NSID {nsid}: {e}"))?;
+        if c.status().is_success() {
+            for f in ns.lba_formats() {
+                if !formats.contains(f) {
+                    formats.push(*f);
+                }
+            }
+        }
+    }
+    Ok(formats)
 }
 
 fn read_active(device: &mut dyn Device, nn: u32) -> Result<Vec<(u32, u64)>, String> {
