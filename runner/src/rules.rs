@@ -77,6 +77,14 @@ pub fn requested_format() -> Rule {
     )
 }
 
+pub fn identifiers_present() -> Rule {
+    rule(
+        "NVMe 1.4 §7.11 Unique Identifier; §5.15.2.1 CNS 03h (Namespace Identification Descriptor list)",
+        "a namespace reports a globally unique identifier (NGUID, EUI64 or a Namespace UUID); advisory: NVMe 2.0 \
+         says the descriptor list shall identify the namespace, 1.4's text leaves room",
+    )
+}
+
 pub fn unique_identifiers() -> Rule {
     rule(
         "NVMe 1.4 §7.11 Unique Identifier; Identify Namespace Data Structure (NGUID, EUI64)",

@@ -25,6 +25,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("namespaces", "namespace-sizes", "nuse-exceeds-ncap", "(NSZE, NCAP, NUSE)"),
     ("namespaces", "lba-format-table", "flbas-beyond-nlbaf", "(FLBAS, NLBAF)"),
     ("namespaces", "unique-identifiers", "duplicate-nguid", "§7.11 Unique Identifier"),
+    ("namespaces", "identifiers-present", "no-namespace-identifiers", "§7.11 Unique Identifier"),
     ("namespaces", "descriptor-lists", "descriptor-list-mismatch", "CNS 03h"),
     ("namespaces", "allocated-namespace-list", "allocated-list-omits-inactive", "CNS 10h"),
     ("namespaces", "allocated-namespace-list", "allocated-identify-zero-when-detached", "CNS 11h"),

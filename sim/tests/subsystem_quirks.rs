@@ -75,7 +75,7 @@ fn changed_list(sub: &mut Subsystem, host: &mut TestHost) -> Vec<u32> {
 #[test]
 fn every_quirk_has_a_test_here() {
     // A quirk added to the enum must get a test in this file: keep the count in step.
-    assert_eq!(Quirk::ALL.len(), 43);
+    assert_eq!(Quirk::ALL.len(), 44);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -627,4 +627,18 @@ fn allocated_identify_zero_when_detached_hides_an_unattached_namespace() {
     let (mut sub, mut host) = drive(Quirk::AllocatedIdentifyZeroWhenDetached);
     assert_eq!(identify_allocated(&mut sub, &mut host, 3), 0, "zeroes for the detached namespace");
     assert_eq!(identify_allocated(&mut sub, &mut host, 1), 8192, "an attached one is still described");
+}
+
+#[test]
+fn no_namespace_identifiers_reports_none() {
+    let ids = |sub: &mut Subsystem, host: &mut TestHost| {
+        let (done, data) = host.identify(sub, Cns::Namespace as u8, 1, 0);
+        assert_status(done, Status::SUCCESS);
+        let (_, list) = host.identify(sub, Cns::NamespaceDescriptorList as u8, 1, 0);
+        (data[104..128].iter().any(|&b| b != 0), list.iter().any(|&b| b != 0))
+    };
+    let (mut sub, mut host) = clean();
+    assert_eq!(ids(&mut sub, &mut host), (true, true), "NGUID/EUI64 and descriptors reported");
+    let (mut sub, mut host) = drive(Quirk::NoNamespaceIdentifiers);
+    assert_eq!(ids(&mut sub, &mut host), (false, false), "nothing identifies the namespace");
 }

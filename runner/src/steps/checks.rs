@@ -25,6 +25,7 @@ pub fn run(ctx: &mut CaseContext<'_>, name: CheckName) -> StepResult {
         CheckName::NamespaceSizes => namespace_sizes(ctx),
         CheckName::LbaFormats => lba_formats(ctx),
         CheckName::UniqueIdentifiers => unique_identifiers(ctx),
+        CheckName::IdentifiersPresent => identifiers_present(ctx),
         CheckName::DescriptorLists => descriptor_lists(ctx),
         CheckName::AllocatedNamespaceList => allocated_namespace_list(ctx),
         CheckName::ControllerLists => controller_lists(ctx),
@@ -229,6 +230,42 @@ fn unique_identifiers(ctx: &mut CaseContext<'_>) -> StepResult {
                     "a different EUI64 for every namespace",
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Each namespace reports at least one globally unique identifier: NGUID or EUI64 in
+/// Identify Namespace, or an EUI64, NGUID or UUID descriptor in CNS 03h.
+fn identifiers_present(ctx: &mut CaseContext<'_>) -> StepResult {
+    for nsid in attached_members(ctx) {
+        let ns = identify_namespace(ctx, nsid)?;
+        if ns.nguid != [0; 16] || ns.eui64 != [0; 8] {
+            continue;
+        }
+        let mut buf = [0u8; 4096];
+        let sent = format!("Identify Namespace Identification Descriptor list (CNS 03h) NSID {nsid}");
+        let c = ctx.admin(&sent, identify_cmd(Cns::NamespaceDescriptorList, nsid, 0), Data::FromDevice(&mut buf))?;
+        let descriptors =
+            if c.status().is_success() { parse_descriptor_list(&buf).unwrap_or_default() } else { vec![] };
+        let identified = descriptors.iter().any(|d| {
+            matches!(d, NsDescriptor::Eui64(_) | NsDescriptor::Nguid(_) | NsDescriptor::Uuid(_))
+                && d.nid().iter().any(|&b| b != 0)
+        });
+        if !identified {
+            return Err(ctx.fail_rule(
+                rules::identifiers_present(),
+                format!("Identify Namespace NSID {nsid}; {sent}"),
+                format!(
+                    "NGUID and EUI64 are zero and the descriptor list ({}) holds no EUI64, NGUID or UUID",
+                    if c.status().is_success() {
+                        format!("{} descriptors", descriptors.len())
+                    } else {
+                        c.status().to_string()
+                    }
+                ),
+                "a non-zero NGUID or EUI64, or a UUID descriptor",
+            ));
         }
     }
     Ok(())

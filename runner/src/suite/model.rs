@@ -263,6 +263,9 @@ pub enum CheckName {
     LbaFormats,
     /// NGUID and EUI64 are unique across the set (and non-zero where reported).
     UniqueIdentifiers,
+    /// Every namespace of the set reports a globally unique identifier: a non-zero NGUID
+    /// or EUI64, or a UUID descriptor (CNS 03h).
+    IdentifiersPresent,
     /// Namespace Identification Descriptor lists (CNS 03h) agree with Identify Namespace
     /// NGUID / EUI64 and carry no duplicates.
     DescriptorLists,

@@ -210,6 +210,10 @@ impl Subsystem {
             // Quirk: every namespace reports the first namespace's identifiers (§7.11 broken).
             return self.unique_ids(1);
         }
+        if self.quirks.has(Quirk::NoNamespaceIdentifiers) {
+            // Quirk: no identifier at all (§7.11).
+            return ([0; 16], [0; 8]);
+        }
         (ns.nguid, ns.eui64)
     }
 
@@ -285,6 +289,9 @@ impl Subsystem {
         if self.quirks.has(Quirk::DescriptorListMismatch) {
             // Quirk: the NGUID descriptor differs from Identify Namespace's (Figure 248 broken).
             nguid[15] ^= 0xFF;
+        }
+        if self.quirks.has(Quirk::NoNamespaceIdentifiers) {
+            return Ok(vec![0; 4096]);
         }
         let list = encode_descriptor_list(&[NsDescriptor::Eui64(eui64), NsDescriptor::Nguid(nguid)])
             .map_err(|_| Status::INTERNAL_ERROR)?;

@@ -168,6 +168,10 @@ pub enum Quirk {
     /// for a namespace attached to no controller. Breaks §5.15.2.1: CNS 11h returns the
     /// Identify Namespace data of any allocated NSID, attached or not.
     AllocatedIdentifyZeroWhenDetached,
+    /// Namespaces report no identifier: NGUID and EUI64 are zero and the Namespace
+    /// Identification Descriptor list is empty. Breaks §7.11 (Unique Identifier) as NVMe
+    /// 2.0 states it (CNS 03h identifies the namespace); advisory for 1.4.
+    NoNamespaceIdentifiers,
 }
 
 impl Quirk {
@@ -216,6 +220,7 @@ impl Quirk {
         Quirk::DetachUndoneByReset,
         Quirk::MetadataNotKept,
         Quirk::AllocatedIdentifyZeroWhenDetached,
+        Quirk::NoNamespaceIdentifiers,
     ];
 
     /// The name a profile uses for this quirk.
@@ -264,6 +269,7 @@ impl Quirk {
             Quirk::DetachUndoneByReset => "detach-undone-by-reset",
             Quirk::MetadataNotKept => "metadata-not-kept",
             Quirk::AllocatedIdentifyZeroWhenDetached => "allocated-identify-zero-when-detached",
+            Quirk::NoNamespaceIdentifiers => "no-namespace-identifiers",
         }
     }
 
