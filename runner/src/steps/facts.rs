@@ -103,11 +103,7 @@ impl Facts {
         };
         let learn_formats = facts.formats.is_empty();
         for &(nsid, _) in &facts.active_namespaces.clone() {
-            let mut ns = IdentifyNamespace::new_zeroed();
-            let c = device
-                .admin(identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))
-                .map_err(|e| format!("Identify Namespace {nsid}: {e}"))?;
-            if c.status().is_success() {
+            if let Some(ns) = identify_namespace(device, Cns::Namespace, nsid)? {
                 facts.provisioned_formats.push((nsid, format_settings(&ns)));
                 if learn_formats {
                     for f in ns.lba_formats() {
@@ -210,6 +206,16 @@ fn read_effects(device: &mut dyn Device) -> Result<Option<CommandsSupportedAndEf
     Ok(c.status().is_success().then_some(log))
 }
 
+/// Identify Namespace (CNS 00h, or 11h for an allocated NSID): `None` when the
+/// controller answers with an error status.
+fn identify_namespace(device: &mut dyn Device, cns: Cns, nsid: u32) -> Result<Option<IdentifyNamespace>, String> {
+    let mut ns = IdentifyNamespace::new_zeroed();
+    let c = device
+        .admin(identify(cns, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))
+        .map_err(|e| format!("Identify Namespace (CNS {:02X}h) NSID {nsid}: {e}", cns as u8))?;
+    Ok(c.status().is_success().then_some(ns))
+}
+
 /// The LBA formats of the allocated namespaces, attached or not (Identify CNS 10h, then
 /// CNS 11h for each); none when the controller answers neither.
 fn allocated_formats(device: &mut dyn Device) -> Result<Vec<LbaFormat>, String> {
@@ -222,11 +228,7 @@ fn allocated_formats(device: &mut dyn Device) -> Result<Vec<LbaFormat>, String> 
         return Ok(formats);
     }
     for nsid in list.ids() {
-        let mut ns = IdentifyNamespace::new_zeroed();
-        let c = device
-            .admin(identify(Cns::AllocatedNamespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))
-            .map_err(|e| format!("Identify Namespace for Allocated NSID {nsid}: {e}"))?;
-        if c.status().is_success() {
+        if let Some(ns) = identify_namespace(device, Cns::AllocatedNamespace, nsid)? {
             for f in ns.lba_formats() {
                 if !formats.contains(f) {
                     formats.push(*f);
@@ -248,11 +250,7 @@ fn read_active(device: &mut dyn Device, nn: u32) -> Result<Vec<(u32, u64)>, Stri
     }
     let mut out = Vec::new();
     for nsid in list.ids() {
-        let mut ns = IdentifyNamespace::new_zeroed();
-        let c = device
-            .admin(identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))
-            .map_err(|e| format!("Identify Namespace {nsid}: {e}"))?;
-        if c.status().is_success() {
+        if let Some(ns) = identify_namespace(device, Cns::Namespace, nsid)? {
             out.push((nsid, ns.lba_data_size().unwrap_or(0)));
         }
     }
