@@ -135,6 +135,27 @@ pub fn delete_all() -> Rule {
     )
 }
 
+pub fn oacs_namespace_management() -> Rule {
+    rule(
+        "NVMe 1.4 Figure 247 (Identify Controller Data Structure), OACS bit 3",
+        "set, the controller supports the Namespace Management and Namespace Attachment commands",
+    )
+}
+
+pub fn oacs_format_nvm() -> Rule {
+    rule(
+        "NVMe 1.4 Figure 247 (Identify Controller Data Structure), OACS bit 1",
+        "set, the controller supports the Format NVM command",
+    )
+}
+
+pub fn format_supported() -> Rule {
+    rule(
+        "NVMe 1.4 §5.23 Format NVM",
+        "formatting a namespace with one of its supported LBA formats (the one it had) succeeds",
+    )
+}
+
 pub fn namespace_setup() -> Rule {
     rule(
         "NVMe 1.4 §5.20 Namespace Management and §5.19 Namespace Attachment",

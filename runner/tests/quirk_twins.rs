@@ -20,6 +20,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("namespaces", "namespaces-as-found", "nuse-exceeds-ncap", "(NSZE, NCAP, NUSE)"),
     ("namespaces", "namespaces-as-found", "flbas-beyond-nlbaf", "(FLBAS, NLBAF)"),
     ("namespaces", "create-32-namespaces", "lbaf-wrong-size", "uses the LBA format the host selected"),
+    ("namespaces", "create-32-namespaces", "namespace-management-not-implemented", "OACS bit 3"),
     ("namespaces", "active-namespace-list", "active-list-omits-last", "CNS 02h"),
     ("namespaces", "namespace-sizes", "ncap-exceeds-nsze", "(NSZE, NCAP, NUSE)"),
     ("namespaces", "namespace-sizes", "nuse-exceeds-ncap", "(NSZE, NCAP, NUSE)"),

@@ -75,7 +75,7 @@ fn changed_list(sub: &mut Subsystem, host: &mut TestHost) -> Vec<u32> {
 #[test]
 fn every_quirk_has_a_test_here() {
     // A quirk added to the enum must get a test in this file: keep the count in step.
-    assert_eq!(Quirk::ALL.len(), 44);
+    assert_eq!(Quirk::ALL.len(), 45);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -641,4 +641,14 @@ fn no_namespace_identifiers_reports_none() {
     assert_eq!(ids(&mut sub, &mut host), (true, true), "NGUID/EUI64 and descriptors reported");
     let (mut sub, mut host) = drive(Quirk::NoNamespaceIdentifiers);
     assert_eq!(ids(&mut sub, &mut host), (false, false), "nothing identifies the namespace");
+}
+
+#[test]
+fn namespace_management_not_implemented_advertises_what_it_does_not_do() {
+    let (mut sub, mut host) = drive(Quirk::NamespaceManagementNotImplemented);
+    assert!(host.identify_controller(&mut sub).oacs.namespace_management(), "OACS bit 3 still set");
+    assert_status(host.delete_namespace(&mut sub, 0xFFFF_FFFF), Status::INVALID_COMMAND_OPCODE);
+    assert_eq!(sub.allocated_nsids(), [1, 2, 3], "nothing deleted");
+    let (mut sub, mut host) = clean();
+    assert_status(host.delete_namespace(&mut sub, 0xFFFF_FFFF), Status::SUCCESS);
 }

@@ -7,6 +7,7 @@ use nvme::spec::namespace::{
     created_nsid, format_nvm, namespace_attach, namespace_create, namespace_delete, namespace_detach, FormatNvm,
     ALL_NAMESPACES,
 };
+use nvme::spec::status::Status;
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::facts::format_settings;
@@ -61,7 +62,7 @@ pub fn use_namespaces(
             let nsid = create_checked(ctx, index, blocks, size)?;
             let what = format!("Namespace Attachment attach NSID {nsid} to CNTLID {}", ctx.facts.cntlid);
             let c = send_attachment(ctx, &what, nsid, true)?;
-            setup_success(ctx, &what, &c)?;
+            setup_success(ctx, Setup::Attach, &what, &c)?;
             let i = ctx.set.len() - 1;
             ctx.set[i].attached = true;
         }
@@ -131,7 +132,7 @@ fn restore_format(ctx: &mut CaseContext<'_>, nsid: u32) -> StepResult<IdentifyNa
         provisioned.pi()
     );
     let c = ctx.admin(&what, format_nvm(nsid, provisioned), Data::None)?;
-    setup_success(ctx, &what, &c)?;
+    setup_success(ctx, Setup::Format, &what, &c)?;
     ctx.map.reset_namespace(nsid);
     ctx.device.namespaces_changed()?;
     identify_namespace(ctx, nsid)
@@ -216,7 +217,7 @@ fn reattach_detached(ctx: &mut CaseContext<'_>) -> StepResult {
     for nsid in missing {
         let what = format!("Namespace Attachment attach NSID {nsid} (detached by an earlier case)");
         let c = send_attachment(ctx, &what, nsid, true)?;
-        setup_success(ctx, &what, &c)?;
+        setup_success(ctx, Setup::Attach, &what, &c)?;
         changed = true;
     }
     if changed {
@@ -229,7 +230,7 @@ fn reattach_detached(ctx: &mut CaseContext<'_>) -> StepResult {
 pub fn delete_all(ctx: &mut CaseContext<'_>) -> StepResult {
     let what = "Namespace Management delete NSID FFFFFFFFh (all)";
     let c = ctx.admin(what, namespace_delete(ALL_NAMESPACES), Data::None)?;
-    setup_success(ctx, what, &c)?;
+    setup_success(ctx, Setup::DeleteAll, what, &c)?;
     let left = resolve::namespace_list(ctx, Cns::AllocatedNamespaceList)?;
     if !left.is_empty() {
         return Err(ctx.fail_rule(
@@ -282,7 +283,7 @@ pub fn create_until_full(ctx: &mut CaseContext<'_>, lbads: &Param<u32>, blocks: 
         let nsid = create_checked(ctx, index, blocks, size)?;
         let what = format!("Namespace Attachment attach NSID {nsid}");
         let c = send_attachment(ctx, &what, nsid, true)?;
-        setup_success(ctx, &what, &c)?;
+        setup_success(ctx, Setup::Attach, &what, &c)?;
         let i = ctx.set.len() - 1;
         ctx.set[i].attached = true;
     }
@@ -427,7 +428,7 @@ fn send_create(ctx: &mut CaseContext<'_>, index: u8, nsze: u64) -> StepResult<(S
 /// Creates a namespace the case depends on: any error fails the setup rule.
 fn create_checked(ctx: &mut CaseContext<'_>, index: u8, nsze: u64, size: u64) -> StepResult<u32> {
     let (what, c) = send_create(ctx, index, nsze)?;
-    setup_success(ctx, &what, &c)?;
+    setup_success(ctx, Setup::Create, &what, &c)?;
     let nsid = created_nsid(&c);
     if nsid == 0 || nsid > ctx.facts.nn {
         return Err(ctx.fail_rule(
@@ -468,9 +469,39 @@ fn send_attachment(
     ctx.admin(what, cmd, Data::ToDevice(list.as_bytes()))
 }
 
-fn setup_success(ctx: &CaseContext<'_>, what: &str, c: &nvme::spec::Completion) -> StepResult {
-    if c.status().is_success() {
+/// What a setup command was, for the rule its failure breaks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Setup {
+    Create,
+    Attach,
+    DeleteAll,
+    Format,
+}
+
+/// A setup command must succeed. Its failure names the rule actually broken: the
+/// capability bit when the controller does not know a command it advertises (Invalid
+/// Command Opcode), else the rule of the operation.
+fn setup_success(ctx: &CaseContext<'_>, setup: Setup, what: &str, c: &nvme::spec::Completion) -> StepResult {
+    let status = c.status();
+    if status.is_success() {
         return Ok(());
     }
-    Err(ctx.fail_rule(rules::namespace_setup(), what, c.status().to_string(), "Successful Completion"))
+    if status.same_code(&Status::INVALID_COMMAND_OPCODE) {
+        let (rule, bit) = match setup {
+            Setup::Format => (rules::oacs_format_nvm(), "OACS bit 1 (Format NVM)"),
+            _ => (rules::oacs_namespace_management(), "OACS bit 3 (Namespace Management)"),
+        };
+        return Err(ctx.fail_rule(
+            rule,
+            what,
+            format!("{status}, although Identify Controller sets {bit}"),
+            "the command the capability bit advertises, carried out",
+        ));
+    }
+    let rule = match setup {
+        Setup::Create | Setup::Attach => rules::namespace_setup(),
+        Setup::DeleteAll => rules::delete_all(),
+        Setup::Format => rules::format_supported(),
+    };
+    Err(ctx.fail_rule(rule, what, status.to_string(), "Successful Completion"))
 }

@@ -196,7 +196,10 @@ impl Subsystem {
             (AdminOpcode::AsynchronousEventRequest, supported),
         ];
         if self.supports(OptionalCommand::NamespaceManagement) {
-            admin.push((AdminOpcode::NamespaceManagement, supported.with_nic(true)));
+            // Quirk `namespace-management-not-implemented`: the log says what the controller does.
+            if !self.quirks.has(Quirk::NamespaceManagementNotImplemented) {
+                admin.push((AdminOpcode::NamespaceManagement, supported.with_nic(true)));
+            }
             admin.push((AdminOpcode::NamespaceAttachment, supported.with_nic(true)));
         }
         if self.supports(OptionalCommand::FormatNvm) {

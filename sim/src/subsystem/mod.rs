@@ -294,7 +294,11 @@ impl CommandSet for Subsystem {
             Some(AdminOpcode::GetLogPage) => self.get_log_page(cmd, data),
             Some(AdminOpcode::GetFeatures) => self.get_features(ctx, cmd, data),
             Some(AdminOpcode::SetFeatures) => self.set_features(ctx, cmd, data),
-            Some(AdminOpcode::NamespaceManagement) if self.supports(OptionalCommand::NamespaceManagement) => {
+            // Quirk `namespace-management-not-implemented`: OACS bit 3 set, opcode 0Dh unknown.
+            Some(AdminOpcode::NamespaceManagement)
+                if self.supports(OptionalCommand::NamespaceManagement)
+                    && !self.quirks.has(Quirk::NamespaceManagementNotImplemented) =>
+            {
                 self.namespace_management(ctx, cmd, data)
             }
             Some(AdminOpcode::NamespaceAttachment) if self.supports(OptionalCommand::NamespaceManagement) => {

@@ -172,6 +172,11 @@ pub enum Quirk {
     /// Identification Descriptor list is empty. Breaks §7.11 (Unique Identifier) as NVMe
     /// 2.0 states it (CNS 03h identifies the namespace); advisory for 1.4.
     NoNamespaceIdentifiers,
+    /// OACS bit 3 is set but Namespace Management (opcode 0Dh) completes with Invalid
+    /// Command Opcode, and the Commands Supported and Effects log leaves it out, as QEMU
+    /// 10.0 does. Breaks Figure 247 OACS bit 3: set, the controller supports the Namespace
+    /// Management and Namespace Attachment commands.
+    NamespaceManagementNotImplemented,
 }
 
 impl Quirk {
@@ -221,6 +226,7 @@ impl Quirk {
         Quirk::MetadataNotKept,
         Quirk::AllocatedIdentifyZeroWhenDetached,
         Quirk::NoNamespaceIdentifiers,
+        Quirk::NamespaceManagementNotImplemented,
     ];
 
     /// The name a profile uses for this quirk.
@@ -270,6 +276,7 @@ impl Quirk {
             Quirk::MetadataNotKept => "metadata-not-kept",
             Quirk::AllocatedIdentifyZeroWhenDetached => "allocated-identify-zero-when-detached",
             Quirk::NoNamespaceIdentifiers => "no-namespace-identifiers",
+            Quirk::NamespaceManagementNotImplemented => "namespace-management-not-implemented",
         }
     }
 
