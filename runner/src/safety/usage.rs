@@ -48,11 +48,11 @@ struct Mount {
     mountpoint: String,
     fstype: String,
     source: String,
-    /// Where it was seen when not in nvtest's own mount namespace: "process 1 (init)".
-    elsewhere: Option<String>,
+    /// The process it was seen through when not in nvtest's own mount namespace: PID, comm.
+    elsewhere: Option<(u32, String)>,
 }
 
-fn parse_mountinfo(text: &str, elsewhere: Option<String>) -> Vec<Mount> {
+fn parse_mountinfo(text: &str, elsewhere: Option<(u32, String)>) -> Vec<Mount> {
     text.lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split(' ').collect();
@@ -146,7 +146,7 @@ fn mounts(host: &Host, members: &[Member], procs: &[(u32, String)]) -> Vec<Strin
         }
         pid1_read |= *pid == 1;
         if let Ok(text) = fs::read_to_string(host.proc.join(format!("{pid}/mountinfo"))) {
-            let seen_by = (ns.is_some()).then(|| format!("process {pid} ({comm})"));
+            let seen_by = ns.is_some().then(|| (*pid, comm.clone()));
             all.extend(parse_mountinfo(&text, seen_by));
         }
     }
@@ -159,15 +159,11 @@ fn mounts(host: &Host, members: &[Member], procs: &[(u32, String)]) -> Vec<Strin
                  from; use another drive",
                 m.what
             )
-        } else if let Some(seen_by) = &mount.elsewhere {
+        } else if let Some((pid, comm)) = &mount.elsewhere {
             format!(
-                "{} is mounted at {} ({}) in the mount namespace of {seen_by}: unmount it there (nsenter -t {} -m \
-                 umount {})",
-                m.what,
-                mount.mountpoint,
-                mount.fstype,
-                seen_by.split(' ').nth(1).unwrap_or("PID"),
-                mount.mountpoint
+                "{} is mounted at {} ({}) in the mount namespace of process {pid} ({comm}): unmount it there \
+                 (nsenter -t {pid} -m umount {})",
+                m.what, mount.mountpoint, mount.fstype, mount.mountpoint
             )
         } else {
             format!(

@@ -87,7 +87,13 @@ impl Facts {
         if facts.identify.lpa.commands_supported_and_effects() {
             facts.effects = read_effects(device)?;
         }
-        facts.active_namespaces = read_active(device, nn)?;
+        // Each active namespace is identified once: its size, its format settings and the
+        // formats it offers all come from that answer.
+        let active = read_active(device, nn)?;
+        facts.active_namespaces =
+            active.iter().map(|(nsid, ns)| (*nsid, ns.as_ref().and_then(|n| n.lba_data_size()).unwrap_or(0))).collect();
+        facts.provisioned_formats =
+            active.iter().filter_map(|(nsid, ns)| ns.as_ref().map(|n| (*nsid, format_settings(n)))).collect();
         facts.formats = if facts.namespace_management() {
             let mut ns = IdentifyNamespace::new_zeroed();
             let c = device
@@ -101,17 +107,9 @@ impl Facts {
         } else {
             Vec::new()
         };
-        let learn_formats = facts.formats.is_empty();
-        for &(nsid, _) in &facts.active_namespaces.clone() {
-            if let Some(ns) = identify_namespace(device, Cns::Namespace, nsid)? {
-                facts.provisioned_formats.push((nsid, format_settings(&ns)));
-                if learn_formats {
-                    for f in ns.lba_formats() {
-                        if !facts.formats.contains(f) {
-                            facts.formats.push(*f);
-                        }
-                    }
-                }
+        if facts.formats.is_empty() {
+            for ns in active.iter().filter_map(|(_, ns)| ns.as_ref()) {
+                merge_formats(&mut facts.formats, ns);
             }
         }
         if facts.formats.is_empty() && facts.namespace_management() {
@@ -229,30 +227,37 @@ fn allocated_formats(device: &mut dyn Device) -> Result<Vec<LbaFormat>, String> 
     }
     for nsid in list.ids() {
         if let Some(ns) = identify_namespace(device, Cns::AllocatedNamespace, nsid)? {
-            for f in ns.lba_formats() {
-                if !formats.contains(f) {
-                    formats.push(*f);
-                }
-            }
+            merge_formats(&mut formats, &ns);
         }
     }
     Ok(formats)
 }
 
-fn read_active(device: &mut dyn Device, nn: u32) -> Result<Vec<(u32, u64)>, String> {
+/// The active namespaces with their Identify Namespace data. A controller without the
+/// list (before 1.1) has namespaces 1..=NN active, kept even where Identify fails (`None`);
+/// from the list, only namespaces that identify are kept.
+fn read_active(device: &mut dyn Device, nn: u32) -> Result<Vec<(u32, Option<IdentifyNamespace>)>, String> {
     let mut list = NamespaceList::new_zeroed();
     let c = device
         .admin(identify(Cns::ActiveNamespaceList, 0, 0), Data::FromDevice(list.as_mut_bytes()))
         .map_err(|e| format!("Identify Active Namespace ID list: {e}"))?;
     if !c.status().is_success() {
-        // Before 1.1 there is no list: namespaces 1..=NN are the active ones.
-        return Ok((1..=nn.min(1024)).map(|id| (id, 0)).collect());
+        return (1..=nn.min(1024)).map(|id| Ok((id, identify_namespace(device, Cns::Namespace, id)?))).collect();
     }
     let mut out = Vec::new();
     for nsid in list.ids() {
         if let Some(ns) = identify_namespace(device, Cns::Namespace, nsid)? {
-            out.push((nsid, ns.lba_data_size().unwrap_or(0)));
+            out.push((nsid, Some(ns)));
         }
     }
     Ok(out)
+}
+
+/// Adds the LBA formats `ns` supports that `formats` does not hold yet.
+fn merge_formats(formats: &mut Vec<LbaFormat>, ns: &IdentifyNamespace) {
+    for f in ns.lba_formats() {
+        if !formats.contains(f) {
+            formats.push(*f);
+        }
+    }
 }
