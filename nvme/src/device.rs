@@ -48,12 +48,30 @@ pub enum Access {
 pub enum DeviceError {
     #[error("{what}: no completion within {after_ms} ms")]
     Timeout { what: String, after_ms: u64 },
+    /// The controller set CSTS.CFS (Controller Fatal Status) while the command was
+    /// outstanding: it will not complete it.
+    #[error("{what}: no completion; the controller set CSTS.CFS (Controller Fatal Status) after {after_ms} ms")]
+    ControllerFatal { what: String, after_ms: u64 },
     #[error(transparent)]
     Transport(#[from] TransportError),
     #[error("{0}")]
     Driver(String),
     #[error("not possible on this target: {0}")]
     Unsupported(String),
+}
+
+impl DeviceError {
+    /// Whether the controller stopped answering during the command: it posted no
+    /// completion in time, set CSTS.CFS, or the target under it went away (QEMU ended on
+    /// an assertion of its own). The drive's failure, not nvtest's — unless the host
+    /// failed under the target, which [`Device::host_faults`] reports.
+    pub fn controller_stopped(&self) -> bool {
+        match self {
+            DeviceError::Timeout { .. } | DeviceError::ControllerFatal { .. } => true,
+            DeviceError::Transport(TransportError::Timeout(_) | TransportError::Gone(_)) => true,
+            DeviceError::Transport(_) | DeviceError::Driver(_) | DeviceError::Unsupported(_) => false,
+        }
+    }
 }
 
 /// A fault of the machine under the target, not of the drive: the host failed the

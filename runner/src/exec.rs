@@ -135,7 +135,7 @@ impl Session {
         if let Some(reason) = case.requires.iter().find_map(|r| self.facts.missing(r)) {
             return outcome(Verdict::Skipped(reason), Vec::new());
         }
-        let (verdict, mut log) = self.run_steps(case);
+        let (verdict, mut log, controller_lost) = self.run_steps(case);
         let faults = self.device.host_faults();
         let host_failed = !faults.is_empty();
         let verdict = if host_failed { self.host_fault_verdict(case, verdict, &faults, &mut log) } else { verdict };
@@ -146,7 +146,7 @@ impl Session {
         }
         // The case may have left the controller mid-command: start the next one clean
         // (unless no next case will be sent).
-        if matches!(verdict, Verdict::Error(_)) && self.stop.is_none() {
+        if (controller_lost || matches!(verdict, Verdict::Error(_))) && self.stop.is_none() {
             self.recover(&mut log);
         }
         let verdict = match verdict {
@@ -157,24 +157,26 @@ impl Session {
         outcome(verdict, log)
     }
 
-    /// The case's steps, up to the first that does not succeed: the steps' verdict and
-    /// the case's log.
-    fn run_steps(&mut self, case: &ExpandedCase) -> (Verdict, Vec<String>) {
+    /// The case's steps, up to the first that does not succeed: the steps' verdict, the
+    /// case's log, and whether the controller stopped answering during it.
+    fn run_steps(&mut self, case: &ExpandedCase) -> (Verdict, Vec<String>, bool) {
         self.cases_run += 1;
         let seed = seed_for(&case.suite, &case.name, self.cases_run);
         let mut ctx = CaseContext::new(self.device.as_mut(), &self.facts, parse_rule(&case.rule), seed);
+        ctx.blocks_needed = Some(steps::extent::blocks_needed(&case.steps));
         let mut verdict = Verdict::Pass;
         for (n, step) in case.steps.iter().enumerate() {
             if let Err(e) = steps::run_step(&mut ctx, step) {
                 verdict = match e {
                     StepError::Fail(f) => Verdict::Fail(f),
+                    StepError::Warning(f) => Verdict::Warning(f),
                     StepError::Skip(reason) => Verdict::Skipped(reason),
                     StepError::Error(msg) => Verdict::Error(format!("step {} ({}): {msg}", n + 1, step_name(step))),
                 };
                 break;
             }
         }
-        (verdict, ctx.log)
+        (verdict, ctx.log, ctx.controller_lost)
     }
 
     /// The verdict of a case during which the host failed: an error naming the faults.

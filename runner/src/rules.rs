@@ -180,3 +180,82 @@ pub fn changed_namespace_list() -> Rule {
 pub fn data_integrity() -> Rule {
     rule("NVMe 1.4 Read command (NVM Command Set)", "a read returns the data last written to each logical block")
 }
+
+pub fn format_erases_data() -> Rule {
+    rule(
+        "NVMe 1.4 §5.23 Format NVM",
+        "after the Format NVM command successfully completes, the controller shall not return any user data that \
+         was previously contained in an affected namespace",
+    )
+}
+
+pub fn unwritten_blocks() -> Rule {
+    rule(
+        "NVMe 1.4 §6.7.1.1 Deallocated or Unwritten Logical Blocks and Figure 245 (DLFEAT bits 2:0)",
+        "a logical block never written (as every block of a namespace just created) reads as DLFEAT reports a \
+         deallocated block reads, never as data of another namespace; advisory where DLFEAT reports no read \
+         behaviour (000b)",
+    )
+}
+
+pub fn created_as_requested() -> Rule {
+    rule(
+        "NVMe 1.4 §5.20 Namespace Management (Create) and Figure 245 (NSZE, NCAP)",
+        "a namespace is created with the size (NSZE) and capacity (NCAP) the host specified, and Identify \
+         Namespace reports them",
+    )
+}
+
+pub fn created_unattached() -> Rule {
+    rule(
+        "NVMe 1.4 §5.20 Namespace Management (Create) and §6.1.5 NSID and Namespace Usage",
+        "a namespace just created is attached to no controller: it is inactive until a Namespace Attachment attaches it",
+    )
+}
+
+pub fn deleted_namespace_gone() -> Rule {
+    rule(
+        "NVMe 1.4 §5.20 Namespace Management (Delete) and §5.15.2.1 (CNS 02h, CNS 10h)",
+        "a deleted namespace is no longer allocated: neither the Allocated nor the Active Namespace ID list holds it",
+    )
+}
+
+pub fn command_completes() -> Rule {
+    rule(
+        "NVMe 1.4 §4.6 Completion Queue Entry and §3.1.6 (CSTS.CFS)",
+        "the controller posts a completion queue entry for every command it fetches — a command it cannot carry \
+         out completes with an error status; a controller that cannot post it has failed (CSTS.CFS)",
+    )
+}
+
+/// ONCS bit `bit`: the optional NVM command it advertises.
+pub fn oncs(bit: u8, command: &str) -> Rule {
+    rule(
+        &format!("NVMe 1.4 Figure 247 (Identify Controller Data Structure), ONCS bit {bit}"),
+        &format!("set, the controller supports the {command} command"),
+    )
+}
+
+pub fn nsze_field() -> Rule {
+    rule(
+        "NVMe 1.4 Figure 245 (Identify Namespace Data Structure), NSZE",
+        "NSZE is the total size of the namespace in logical blocks: LBA 0 through NSZE − 1 are its blocks, and the \
+         drive's range checks (LBA Out of Range) end there",
+    )
+}
+
+pub fn utilization() -> Rule {
+    rule(
+        "NVMe 1.4 Figure 245 (Identify Namespace Data Structure), NUSE, and §6.7.1.1",
+        "NUSE is the number of logical blocks currently allocated in the namespace; a block written by a Write \
+         command is allocated until it is deallocated",
+    )
+}
+
+pub fn advertised_format() -> Rule {
+    rule(
+        "NVMe 1.4 Figure 245 (NLBAF, LBAF0–LBAF15) and §5.23 Format NVM",
+        "each of the NLBAF + 1 LBA formats the namespace lists is supported: Format NVM to it succeeds, Identify \
+         Namespace then reports it, and its logical blocks hold what is written",
+    )
+}

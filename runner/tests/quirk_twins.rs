@@ -60,6 +60,16 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("namespaces", "format-to-512", "format-ignored", "uses the LBA format the host selected"),
     ("namespaces", "format-invalid-lbaf", "format-invalid-lbaf-accepted", "§5.23"),
     ("namespaces", "delete-all", "delete-broadcast-ignored", "NSID FFFFFFFFh deletes every namespace"),
+    ("namespaces", "create-32-namespaces", "nsze-understated", "(NSZE, NCAP)"),
+    ("namespaces", "detach-not-attached", "fatal-on-detach-unattached", "§4.6 Completion Queue Entry"),
+    ("namespaces", "io-to-detached-namespace", "controller-list-stale-after-detach", "CNS 12h"),
+    ("namespaces", "format-erases-data", "format-keeps-data", "§5.23 Format NVM"),
+    ("namespaces", "every-lba-format", "format-rejects-advertised-lbaf", "LBAF0–LBAF15"),
+    ("namespaces", "new-namespace-unwritten", "create-keeps-old-media", "§6.7.1.1"),
+    ("namespaces", "new-namespace-unwritten", "deleted-namespace-stays-allocated", "(CNS 02h, CNS 10h)"),
+    ("namespaces", "utilization-follows-writes", "nuse-not-updated", "NUSE"),
+    ("trim", "write-zeroes", "write-zeroes-not-implemented", "ONCS bit 3"),
+    ("namespaces", "flush-keeps-data", "flush-rejected", "§6.8 Flush command"),
     ("trim", "deallocated-reads", "deallocated-reads-wrong-pattern", "DLFEAT"),
     ("trim", "neighbours-untouched", "deallocate-wipes-neighbour", "Range Definition"),
     ("trim", "many-ranges", "dsm-later-ranges-corrupted", "NR + 1 ranges"),
@@ -228,6 +238,42 @@ fn namespaces_as_found_judges_a_provisioned_drive_read_only() {
         match s.run_case(case).verdict {
             Verdict::Fail(f) => assert!(f.rule.to_string().contains(rule_fragment), "{quirk:?}: {f}"),
             other => panic!("{quirk:?}: expected a failure, got {other:?}"),
+        }
+    }
+}
+
+/// On a drive that cannot create namespaces, one whose NSZE is one block short of the
+/// namespace (its range checks take the real size) is not blamed for its range checks:
+/// the out-of-range cases fail naming the NSZE field, after probing where the namespace
+/// really ends; the clean drive of the same kind passes them.
+#[test]
+fn an_nsze_that_disagrees_with_the_range_checks_is_named() {
+    let fixed = || {
+        let mut p = Profile::builtin("enterprise-1.4").unwrap();
+        p.optional_commands.retain(|c| *c != nvme_sim::profile::OptionalCommand::NamespaceManagement);
+        p
+    };
+    let namespaces = suite("namespaces");
+    let cases: Vec<&ExpandedCase> = namespaces
+        .cases
+        .iter()
+        .filter(|c| c.name.starts_with("read-at-nsze") || c.name.starts_with("write-crossing-nsze"))
+        .collect();
+    assert!(!cases.is_empty());
+    for case in &cases {
+        let mut clean = session(fixed());
+        let outcome = clean.run_case(case);
+        assert!(matches!(outcome.verdict, Verdict::Pass | Verdict::Skipped(_)), "{}: {:?}", case.name, outcome.verdict);
+        if outcome.verdict != Verdict::Pass {
+            continue;
+        }
+        let mut s = session(fixed().with_quirk(Quirk::NszeUnderstated));
+        match s.run_case(case).verdict {
+            Verdict::Fail(f) => {
+                assert!(f.rule.section.contains("NSZE"), "{}: {f}", case.name);
+                assert!(f.observed.contains("range checks are those of a namespace of"), "{}: {f}", case.name);
+            }
+            other => panic!("{}: expected a failure, got {other:?}", case.name),
         }
     }
 }

@@ -102,6 +102,9 @@ pub struct ControllerContext {
     /// Abort names it (completed with Command Abort Requested), its SQ is deleted
     /// (Command Aborted due to SQ Deletion) or the controller is reset (dropped).
     pub hold_completion: bool,
+    /// Set by the command set to say the controller hit a fatal error on this command
+    /// (for quirks): the engine sets CSTS.CFS and posts no completion, until a reset.
+    pub fatal: bool,
 }
 
 /// The admin and NVM command set of the subsystem. Queue-management commands (Create /

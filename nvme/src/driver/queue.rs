@@ -21,7 +21,11 @@ use std::time::{Duration, Instant};
 use crate::device::{Data, DeviceError};
 use crate::driver::memory::{DmaBuf, PageAllocator, PAGE_SIZE};
 use crate::driver::prp;
+use crate::spec::registers::{offset, Csts};
 use crate::spec::{AdminOpcode, Command, Completion, NvmOpcode};
+
+/// How often a command that is taking long looks at CSTS.CFS.
+const CFS_CHECK_EVERY: Duration = Duration::from_millis(100);
 use crate::transport::{DmaRegion, Transport};
 
 /// Bytes of a submission queue entry (CC.IOSQES = 6) and a completion queue entry
@@ -773,6 +777,7 @@ impl IoQueuePair<'_> {
 
     fn wait_for<R>(&mut self, cid: u16, f: impl FnOnce(Reaped<'_>) -> R) -> Result<R, DeviceError> {
         let mut waiter = Waiter::new();
+        let mut next_status_check = CFS_CHECK_EVERY;
         loop {
             if self.queue.slots[cid as usize].state == SlotState::Completed {
                 if let Some(at) = self.queue.ready.iter().position(|&c| c == cid) {
@@ -783,10 +788,21 @@ impl IoQueuePair<'_> {
             if self.queue.reap(self.transport, self.pages)? > 0 {
                 continue;
             }
-            let slot = &self.queue.slots[cid as usize];
-            if slot.submitted.elapsed() > self.timeout {
+            let elapsed = self.queue.slots[cid as usize].submitted.elapsed();
+            if elapsed > self.timeout {
                 self.queue.abandon(cid);
                 return Err(self.queue.timeout_error(cid, self.timeout));
+            }
+            // A controller that hit a fatal error says so in CSTS.CFS and completes nothing:
+            // looked at now and then rather than waiting out the whole timeout.
+            if elapsed > next_status_check {
+                next_status_check = elapsed + CFS_CHECK_EVERY;
+                let csts = Csts::from_bits(self.transport.mmio_read32(offset::CSTS)?);
+                if csts.cfs() {
+                    self.queue.abandon(cid);
+                    let what = self.queue.describe_command(cid);
+                    return Err(DeviceError::ControllerFatal { what, after_ms: elapsed.as_millis() as u64 });
+                }
             }
             waiter.idle(self.transport)?;
         }

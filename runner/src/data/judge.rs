@@ -29,6 +29,13 @@ pub enum Expectation {
     /// Written by Write Zeroes (with or without DEAC): all zeros. Write Zeroes is not
     /// advisory: the blocks read as zeroes whether or not they were deallocated.
     Zeroes,
+    /// Holds no user data from before a known point: a namespace just created (its blocks
+    /// were never written) or just formatted (NVMe 1.4 §5.23: after a successful Format
+    /// NVM the controller shall not return any user data the namespace held). No block of
+    /// nvtest's (of any namespace, LBA or generation) may be read there; with `dlfeat`
+    /// (never written: a deallocated or unwritten logical block, §6.7.1.1) the block also
+    /// reads as DLFEAT reports, when it reports a value.
+    Erased { dlfeat: bool },
     /// Nothing known: any content is accepted.
     Unknown,
 }
@@ -52,6 +59,8 @@ impl Expectation {
             Expectation::Written { generation, seed } => Some(Previous::Written { generation, seed }),
             Expectation::Zeroes => Some(Previous::Zeroes),
             Expectation::Deallocated { previous } => previous,
+            // Deallocating writes nothing: the block still holds no earlier user data.
+            erased @ Expectation::Erased { .. } => return erased,
             Expectation::Unknown => None,
         };
         Expectation::Deallocated { previous }
@@ -215,6 +224,8 @@ enum Content {
     Block(BlockTag),
     Zeroes,
     Ones,
+    /// Anything but a block of nvtest's (a valid header): no earlier user data.
+    NotNvtest,
     Anything,
 }
 
@@ -253,6 +264,11 @@ fn allowed(nsid: u32, lba: u64, block_size: BlockSize, expected: Expectation, de
         }
         Expectation::Zeroes => Content::Zeroes,
         Expectation::Unknown => Content::Anything,
+        Expectation::Erased { dlfeat: true } => match dlfeat_content(dealloc) {
+            Content::Anything => Content::NotNvtest,
+            pattern => pattern,
+        },
+        Expectation::Erased { dlfeat: false } => Content::NotNvtest,
         Expectation::Deallocated { previous } => {
             let (pattern, kept) = (dlfeat_content(dealloc), previous_content(nsid, lba, block_size, previous));
             return match (pattern, kept) {
@@ -269,6 +285,7 @@ fn allowed(nsid: u32, lba: u64, block_size: BlockSize, expected: Expectation, de
 enum Want {
     Block(Stamp),
     Every(u8),
+    NoHeader,
 }
 
 impl Want {
@@ -277,6 +294,7 @@ impl Want {
             Content::Block(tag) => Some(Want::Block(Stamp::new(&tag))),
             Content::Zeroes => Some(Want::Every(0x00)),
             Content::Ones => Some(Want::Every(0xff)),
+            Content::NotNvtest => Some(Want::NoHeader),
             Content::Anything => None,
         }
     }
@@ -286,6 +304,9 @@ impl Want {
         match self {
             Want::Block(stamp) => stamp.first_wrong(run, first_lba),
             Want::Every(byte) => first_unfilled(run, block_bytes, *byte),
+            Want::NoHeader => {
+                run.chunks(block_bytes).position(|block| !matches!(read_header(block), HeaderRead::NoMagic))
+            }
         }
     }
 }
@@ -386,6 +407,12 @@ fn content_bytes(content: Content, block: &[u8], lba: u64) -> Vec<u8> {
         Content::Block(tag) => Stamp::new(&tag).block(lba),
         Content::Zeroes => vec![0; block.len()],
         Content::Ones => vec![0xff; block.len()],
+        // Any bytes but nvtest's header: the header is what differs.
+        Content::NotNvtest => {
+            let mut bytes = block.to_vec();
+            bytes.iter_mut().take(super::block::HEADER_LEN).for_each(|b| *b = !*b);
+            bytes
+        }
         Content::Anything => block.to_vec(),
     }
 }
@@ -477,6 +504,8 @@ impl std::fmt::Display for Mismatch {
         let allowed = allowed(self.nsid, self.lba, self.block_size, self.expected, self.dealloc);
         match (self.expected, allowed.must) {
             (_, Content::Anything) => write!(f, "{at} was judged although anything may be read there")?,
+            (Expectation::Erased { dlfeat }, must) => self.fmt_erased(f, &at, dlfeat, must)?,
+            (_, Content::NotNvtest) => write!(f, "{at} holds a block header nvtest wrote")?,
             (Expectation::Deallocated { previous }, pattern) => self.fmt_after_deallocate(f, &at, pattern, previous)?,
             (_, Content::Block(expected)) => self.fmt_against_block(f, &at, &expected)?,
             (_, Content::Zeroes) => self.fmt_against_fill(f, &at, "it must read all zeros after Write Zeroes")?,
@@ -495,6 +524,42 @@ impl std::fmt::Display for Mismatch {
 }
 
 impl Mismatch {
+    /// A block that must hold no earlier user data (and, never written, read as DLFEAT
+    /// reports): what it holds instead.
+    fn fmt_erased(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        at: &str,
+        never_written: bool,
+        must: Content,
+    ) -> std::fmt::Result {
+        let since =
+            if never_written { "since the namespace was created (never written)" } else { "before a Format NVM" };
+        let holds = match self.found {
+            Found::Block(tag) | Found::OtherSize(tag) | Found::Torn { header: tag, .. } => {
+                return write!(
+                    f,
+                    "{at} holds the data nvtest wrote to {} {since}: earlier user data is returned",
+                    self.whose_any(&tag)
+                );
+            }
+            Found::CorruptHeader => {
+                return write!(f, "{at} holds a block header nvtest wrote {since}: earlier user data is returned")
+            }
+            Found::Zeroes => "all zeros".to_string(),
+            Found::Ones => "all 0xFF bytes".to_string(),
+            Found::Filled(b) => format!("every byte {b:#04x}"),
+            Found::Unrecognisable => "data nvtest does not recognise".to_string(),
+        };
+        let pattern = if must == Content::Ones { "all 0xFF bytes" } else { "all zeros" };
+        write!(f, "{at}, never written, holds {holds}; DLFEAT reports that such a block reads as {pattern}")
+    }
+
+    /// "nsid 1's LBA 0x1f3 (generation 3)": where a block came from.
+    fn whose_any(&self, tag: &BlockTag) -> String {
+        format!("nsid {}'s LBA {:#x} (generation {})", tag.nsid, tag.lba, tag.generation)
+    }
+
     /// "nsid 1's LBA 0x1f3 (generation 3)", "LBA 0x1f4 (generation 3)" or "generation 2",
     /// whichever says how `tag` differs from the block read here.
     fn whose(&self, tag: &BlockTag) -> String {

@@ -30,6 +30,7 @@ pub fn run(ctx: &mut CaseContext<'_>, name: CheckName) -> StepResult {
         CheckName::AllocatedNamespaceList => allocated_namespace_list(ctx),
         CheckName::ControllerLists => controller_lists(ctx),
         CheckName::AttachmentsPersist => attachments_persist(ctx),
+        CheckName::NamespaceUtilization => namespace_utilization(ctx),
     }
 }
 
@@ -155,15 +156,20 @@ fn attached_members(ctx: &CaseContext<'_>) -> Vec<u32> {
 fn namespace_sizes(ctx: &mut CaseContext<'_>) -> StepResult {
     for nsid in attached_members(ctx) {
         let ns = identify_namespace(ctx, nsid)?;
-        let sent = format!("Identify Namespace NSID {nsid}");
-        if ns.ncap > ns.nsze || ns.nuse > ns.ncap {
-            return Err(ctx.fail_rule(
-                rules::namespace_sizes(),
-                sent,
-                format!("NSZE {}, NCAP {}, NUSE {}", ns.nsze, ns.ncap, ns.nuse),
-                "NSZE ≥ NCAP ≥ NUSE",
-            ));
-        }
+        sizes_consistent(ctx, format!("Identify Namespace NSID {nsid}"), &ns)?;
+    }
+    Ok(())
+}
+
+/// NCAP ≤ NSZE and NUSE ≤ NCAP in one Identify Namespace structure.
+pub fn sizes_consistent(ctx: &CaseContext<'_>, sent: String, ns: &IdentifyNamespace) -> StepResult {
+    if ns.ncap > ns.nsze || ns.nuse > ns.ncap {
+        return Err(ctx.fail_rule(
+            rules::namespace_sizes(),
+            sent,
+            format!("NSZE {}, NCAP {}, NUSE {}", ns.nsze, ns.ncap, ns.nuse),
+            "NSZE ≥ NCAP ≥ NUSE",
+        ));
     }
     Ok(())
 }
@@ -422,4 +428,35 @@ pub fn identify(
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `namespace_utilization`: NUSE (Figure 245: the logical blocks currently allocated)
+/// is at least the number of blocks nvtest wrote to the namespace in this case and did
+/// not deallocate or zero since: a block written with Write is allocated (§6.7.1.1).
+fn namespace_utilization(ctx: &mut CaseContext<'_>) -> StepResult {
+    for e in ctx.set.clone().into_iter().filter(|e| e.attached) {
+        let written: u64 = ctx
+            .map
+            .namespace(e.nsid)
+            .map(|map| {
+                map.known()
+                    .filter(|s| matches!(s.state, crate::data::Expectation::Written { .. }))
+                    .map(|s| s.count)
+                    .sum()
+            })
+            .unwrap_or(0);
+        if written == 0 {
+            continue;
+        }
+        let ns = identify_namespace(ctx, e.nsid)?;
+        if ns.nuse < written {
+            return Err(ctx.fail_rule(
+                rules::utilization(),
+                format!("Identify Namespace NSID {} after writing {written} blocks", e.nsid),
+                format!("NUSE {}", ns.nuse),
+                format!("NUSE at least {written}: every block written is allocated"),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -6,14 +6,16 @@
 
 use nvme::device::Data;
 use nvme::spec::nvm::{self, dataset_management, DsmAttributes, DsmRange};
+use nvme::spec::{Completion, Status};
 
 use super::layout::{metadata_pattern, Layout};
 use super::resolve::{self, param, NsTarget};
-use super::{CaseContext, StepError, StepResult};
-use crate::data::judge::{judge_range, DeallocatedRead, Expectation, JudgeError, Previous};
+use super::{expected_statuses, CaseContext, StepError, StepResult};
+use crate::data::judge::{judge_range, DeallocatedRead, Expectation, JudgeError, Mismatch, Previous};
 use crate::data::{fill_blocks, BlockSize, BlockTag};
 use crate::rules;
 use crate::suite::model::{Blocks, Expect, IoOp, Lba, NsRef, Param, Ranges};
+use crate::verdict::Failure;
 
 /// The most bytes one command moves when MDTS allows more (keeps buffers small).
 const MAX_CHUNK_BYTES: u64 = 256 * 1024;
@@ -82,9 +84,7 @@ pub fn verify(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: Option<&Lba>, blocks: 
         let (nsid, nsze, _) = member(ctx, i)?;
         let windows: Vec<(u64, u64)> = match (lba, blocks) {
             (None, None) => match ctx.map.namespace(nsid) {
-                Some(map) => {
-                    map.known().filter(|s| s.state != Expectation::Unknown).map(|s| (s.first, s.count)).collect()
-                }
+                Some(map) => map.known().flat_map(|s| judged_windows(s.first, s.count, s.state)).collect(),
                 None => Vec::new(),
             },
             (l, b) => {
@@ -108,6 +108,17 @@ pub fn verify(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: Option<&Lba>, blocks: 
         }
     }
     Ok(())
+}
+
+/// What `verify` without a window reads of a known segment: all of it, except a segment
+/// that must merely hold no earlier data (a namespace just created or formatted), whose
+/// first and last blocks are sampled (reading every block of every new namespace would
+/// cost more than the rest of the case; a window given to `verify` reads them all).
+fn judged_windows(first: u64, count: u64, state: Expectation) -> Vec<(u64, u64)> {
+    match state {
+        Expectation::Erased { .. } if count > 2 => vec![(first, 1), (first + count - 1, 1)],
+        _ => vec![(first, count)],
+    }
 }
 
 /// The note for deallocated blocks that still hold their data: not a failure.
@@ -142,10 +153,7 @@ fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -
         let (buf, md) = layout.unpack(&buf, &md_buf);
         match judge_range(&buf, nsid, lba, size, &ctx.map, dealloc) {
             Ok(judged) => kept += judged.kept,
-            Err(JudgeError::Mismatch(m)) => {
-                let expected = describe_expectation(m.expected, dealloc);
-                return Err(ctx.fail(what, m.to_string(), expected));
-            }
+            Err(JudgeError::Mismatch(m)) => return Err(mismatch_failure(ctx, what, &m, dealloc)),
             Err(JudgeError::Layout(e)) => return Err(StepError::Error(e.to_string())),
         }
         judge_metadata(ctx, &layout, nsid, lba, &md, &what)?;
@@ -154,8 +162,38 @@ fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -
     Ok(kept)
 }
 
+/// The failure a wrong block makes: of the case's rule for data nvtest wrote or
+/// zeroed; for a block that must hold no earlier data, of the rule that says so (Format
+/// NVM's; for a block never written, the unwritten-block rule, a warning only when
+/// DLFEAT reports no read behaviour: the spec then leaves open what is read).
+fn mismatch_failure(ctx: &CaseContext<'_>, what: String, m: &Mismatch, dealloc: DeallocatedRead) -> StepError {
+    let expected = describe_expectation(m.expected, dealloc);
+    match m.expected {
+        Expectation::Erased { dlfeat: false } => {
+            ctx.fail_rule(rules::format_erases_data(), what, m.to_string(), expected)
+        }
+        Expectation::Erased { dlfeat: true } => {
+            let failure = Failure { rule: rules::unwritten_blocks(), sent: what, observed: m.to_string(), expected };
+            match dealloc {
+                DeallocatedRead::Zeroes | DeallocatedRead::Ones => StepError::Fail(failure),
+                _ => StepError::Warning(failure),
+            }
+        }
+        _ => ctx.fail(what, m.to_string(), expected),
+    }
+}
+
 fn describe_expectation(e: Expectation, dealloc: DeallocatedRead) -> String {
     match e {
+        Expectation::Erased { dlfeat } => {
+            let pattern = match dealloc {
+                DeallocatedRead::Zeroes if dlfeat => "all zeroes (never written, DLFEAT 001b)",
+                DeallocatedRead::Ones if dlfeat => "all ones (never written, DLFEAT 010b)",
+                _ if dlfeat => "no earlier user data (never written; DLFEAT reports no read behaviour)",
+                _ => "no user data from before the Format NVM (NVMe 1.4 §5.23)",
+            };
+            pattern.into()
+        }
         Expectation::Written { generation, .. } => format!("the data of write generation {generation}"),
         Expectation::Zeroes => "all zeroes (Write Zeroes)".into(),
         Expectation::Deallocated { previous } => {
@@ -260,7 +298,103 @@ pub fn raw(
     if c.status().is_success() {
         record_success(ctx, target, op, first, n, generation);
     }
-    ctx.expect(&what, &c, expect)
+    expect_range(ctx, target, &what, &c, expect, first.saturating_add(n))
+}
+
+/// Judges a command whose range ends before LBA `end` against its expectation. A command
+/// reaching past NSZE that was to be LBA Out of Range and succeeded is looked at more
+/// closely before the range check is blamed: when the drive's namespace ends consistently
+/// at some LBA beyond NSZE (one-block reads succeed up to it and the next is LBA Out of
+/// Range), its range checks are those of a larger namespace and what disagrees with its
+/// behaviour is Identify Namespace NSZE: the failure names that field.
+fn expect_range(
+    ctx: &mut CaseContext<'_>,
+    target: NsTarget,
+    what: &str,
+    c: &Completion,
+    expect: Option<&Expect>,
+    end: u64,
+) -> StepResult {
+    let Err(failure) = ctx.expect(what, c, expect) else { return Ok(()) };
+    let NsTarget::Member(i) = target else { return Err(failure) };
+    let nsze = ctx.set[i].nsze;
+    let wanted = expected_statuses(expect).map_err(StepError::Error)?;
+    let out_of_range_wanted = wanted.iter().any(|w| w.same_code(&Status::LBA_OUT_OF_RANGE));
+    if !(c.status().is_success() && end > nsze && out_of_range_wanted) {
+        return Err(failure);
+    }
+    let Some(real_end) = namespace_end(ctx, i)? else { return Err(failure) };
+    Err(ctx.fail_rule(
+        rules::nsze_field(),
+        what,
+        format!(
+            "Successful Completion; probing with one-block Reads, LBAs up to {:#x} are read and LBA {real_end:#x} \
+             is LBA Out of Range: the drive's range checks are those of a namespace of {real_end} blocks, while \
+             Identify Namespace reports NSZE {nsze}",
+            real_end - 1
+        ),
+        format!("NSZE equal to the blocks the namespace has (LBA {nsze:#x} and later LBA Out of Range)"),
+    ))
+}
+
+/// Where the namespace of member `i` really ends, when that is beyond NSZE: the first LBA
+/// a one-block Read rejects with LBA Out of Range, found by doubling steps past NSZE and
+/// then bisection (at most about 40 reads). `None` when LBA NSZE is already rejected
+/// (the drive's range check agrees with NSZE), or when nothing up to 2^20 blocks past
+/// NSZE is (the range check is missing, not NSZE wrong), or on any other status.
+fn namespace_end(ctx: &mut CaseContext<'_>, i: usize) -> StepResult<Option<u64>> {
+    let nsze = ctx.set[i].nsze;
+    let mut good = match read_status(ctx, i, nsze)? {
+        Probe::Read => nsze,
+        Probe::OutOfRange | Probe::Other => return Ok(None),
+    };
+    let mut step = 1u64;
+    let bad = loop {
+        if step > 1 << 20 {
+            return Ok(None);
+        }
+        let at = nsze.saturating_add(step);
+        match read_status(ctx, i, at)? {
+            Probe::Read => good = at,
+            Probe::OutOfRange => break at,
+            Probe::Other => return Ok(None),
+        }
+        step *= 2;
+    };
+    let (mut lo, mut hi) = (good, bad);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        match read_status(ctx, i, mid)? {
+            Probe::Read => lo = mid,
+            Probe::OutOfRange => hi = mid,
+            Probe::Other => return Ok(None),
+        }
+    }
+    Ok(Some(hi))
+}
+
+/// What a one-block Read of an LBA did.
+enum Probe {
+    Read,
+    OutOfRange,
+    Other,
+}
+
+fn read_status(ctx: &mut CaseContext<'_>, i: usize, lba: u64) -> StepResult<Probe> {
+    let nsid = ctx.set[i].nsid;
+    let layout = layout(ctx, i)?;
+    let mut buf = vec![0u8; layout.buffer_bytes(1)];
+    let mut md = vec![0u8; layout.metadata_buffer_bytes(1)];
+    let what = format!("Read NSID {nsid} SLBA {lba:#x} NLB 0 (where does the namespace end?)");
+    let c = ctx.io_with_metadata(&what, nvm::read(nsid, lba, 0), Data::FromDevice(&mut buf), incoming(&mut md))?;
+    let status = c.status();
+    Ok(if status.is_success() {
+        Probe::Read
+    } else if status.same_code(&Status::LBA_OUT_OF_RANGE) {
+        Probe::OutOfRange
+    } else {
+        Probe::Other
+    })
 }
 
 /// After a raw command succeeded, the map learns what it did (so a later verify judges
@@ -398,7 +532,8 @@ fn send_deallocate(
             }
         }
     }
-    ctx.expect(&what, &c, expect)
+    let end = list.iter().map(|&(first, count)| first.saturating_add(count)).max().unwrap_or(0);
+    expect_range(ctx, target, &what, &c, expect, end)
 }
 
 /// `write_zeroes`.
@@ -426,7 +561,7 @@ pub fn write_zeroes(
         let count = n.min(nsze.saturating_sub(first));
         ctx.map.record_zeroes(nsid, first, count);
     }
-    ctx.expect(&what, &c, expect)
+    expect_range(ctx, target, &what, &c, expect, first.saturating_add(n))
 }
 
 /// `flush`.
@@ -482,7 +617,7 @@ pub fn compare(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Param<
                      says or as its old data (deallocation is advisory)"
                 )));
             }
-            Expectation::Unknown => {
+            Expectation::Unknown | Expectation::Erased { .. } => {
                 return Err(StepError::Error(format!("compare needs known data; LBA {lba:#x} of NSID {nsid} is not")));
             }
         }

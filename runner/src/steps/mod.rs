@@ -11,16 +11,20 @@
 //!   write zeroes, flush, compare.
 //! - [`checks`]: the named checks (`check: NAME`), each a rule implemented in Rust.
 //! - [`events`]: asynchronous events and the Changed Namespace List.
+//! - [`readback`]: after each namespace change, the lists and Identify data that must show it.
 
 pub mod checks;
 pub mod events;
+pub mod extent;
 pub mod facts;
 pub mod io;
 pub mod layout;
 pub mod namespaces;
+mod readback;
 mod resolve;
 
 use nvme::device::{Data, Device, DeviceError};
+use nvme::spec::identify::IdentifyController;
 use nvme::spec::{Command, Completion, Status};
 
 use crate::data::HostMap;
@@ -39,6 +43,9 @@ pub enum StepError {
     Skip(String),
     /// nvtest or the transport broke; says nothing about the drive.
     Error(String),
+    /// The drive did something the specification may not forbid (nvtest could not
+    /// confirm the rule): the case ends as a warning.
+    Warning(Failure),
 }
 
 impl From<DeviceError> for StepError {
@@ -72,6 +79,14 @@ pub struct CaseContext<'a> {
     pub seed: u64,
     /// Whether Asynchronous Event Requests are outstanding for this case.
     pub events_armed: bool,
+    /// The controller stopped answering during a command of this case: the runner
+    /// brings it back before the next case.
+    pub controller_lost: bool,
+    /// The fewest blocks a namespace must have for the case's steps
+    /// ([`extent::blocks_needed`]): what `use_namespaces` asks of an existing one.
+    pub blocks_needed: Option<u64>,
+    /// The last command sent: on the admin queue (`true`) or an I/O queue, and its opcode.
+    last_command: Option<(bool, u8)>,
 }
 
 impl<'a> CaseContext<'a> {
@@ -86,14 +101,36 @@ impl<'a> CaseContext<'a> {
             generation: 0,
             seed,
             events_armed: false,
+            controller_lost: false,
+            blocks_needed: None,
+            last_command: None,
         }
     }
 
     /// Sends an admin command, logging what was sent and what came back.
     pub fn admin(&mut self, what: &str, cmd: Command, data: Data<'_>) -> StepResult<Completion> {
+        self.last_command = Some((true, cmd.opcode));
         let result = self.device.admin(cmd, data);
         self.log_completion(what, &result);
-        Ok(result?)
+        self.completed(what, result)
+    }
+
+    /// A command's result: a controller that stopped answering during it (no completion
+    /// in time, CSTS.CFS, the target gone) fails the drive, naming the command.
+    fn completed(&mut self, what: &str, result: Result<Completion, DeviceError>) -> StepResult<Completion> {
+        match result {
+            Ok(c) => Ok(c),
+            Err(e) if e.controller_stopped() => {
+                self.controller_lost = true;
+                Err(self.fail_rule(
+                    crate::rules::command_completes(),
+                    what,
+                    e.to_string(),
+                    "a completion queue entry for the command (with an error status if it cannot be carried out)",
+                ))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Sends an I/O command on the first I/O queue, logging it.
@@ -111,9 +148,10 @@ impl<'a> CaseContext<'a> {
         metadata: Data<'_>,
     ) -> StepResult<Completion> {
         let qid = self.io_queue()?;
+        self.last_command = Some((false, cmd.opcode));
         let result = self.device.io(qid, cmd, data, metadata);
         self.log_completion(what, &result);
-        Ok(result?)
+        self.completed(what, result)
     }
 
     fn io_queue(&self) -> StepResult<u16> {
@@ -161,7 +199,28 @@ impl<'a> CaseContext<'a> {
         if wanted.iter().any(|w| w.same_code(&got)) {
             return Ok(());
         }
+        if let Some(contradicted) = self.capability_contradicted(sent, completion) {
+            return Err(contradicted);
+        }
         Err(self.fail(sent, got.to_string(), describe_expected(&wanted)))
+    }
+
+    /// A command completed with Invalid Command Opcode although Identify Controller
+    /// advertises it (OACS, ONCS): the failure of that capability bit, whatever the step
+    /// expected — the bit is what the drive contradicts.
+    pub fn capability_contradicted(&self, sent: &str, completion: &Completion) -> Option<StepError> {
+        let status = completion.status();
+        if !status.same_code(&Status::INVALID_COMMAND_OPCODE) {
+            return None;
+        }
+        let (admin, opcode) = self.last_command?;
+        let (rule, bit) = advertising_bit(&self.facts.identify, admin, opcode)?;
+        Some(self.fail_rule(
+            rule,
+            sent,
+            format!("{status}, although Identify Controller sets {bit}"),
+            "the command the capability bit advertises, carried out",
+        ))
     }
 
     /// Requires success of a command the case does not test but depends on.
@@ -187,6 +246,25 @@ pub fn expected_statuses(expect: Option<&Expect>) -> Result<Vec<Status>, String>
             }
         })
         .collect()
+}
+
+/// The Identify Controller bit that advertises command `opcode` (admin or NVM), with its
+/// rule, when the controller sets it.
+fn advertising_bit(id: &IdentifyController, admin: bool, opcode: u8) -> Option<(Rule, &'static str)> {
+    use crate::rules;
+    let (set, rule, bit) = match (admin, opcode) {
+        (true, 0x0D | 0x15) => {
+            (id.oacs.namespace_management(), rules::oacs_namespace_management(), "OACS bit 3 (Namespace Management)")
+        }
+        (true, 0x80) => (id.oacs.format_nvm(), rules::oacs_format_nvm(), "OACS bit 1 (Format NVM)"),
+        (false, 0x05) => (id.oncs.compare(), rules::oncs(0, "Compare"), "ONCS bit 0 (Compare)"),
+        (false, 0x09) => {
+            (id.oncs.dataset_management(), rules::oncs(2, "Dataset Management"), "ONCS bit 2 (Dataset Management)")
+        }
+        (false, 0x08) => (id.oncs.write_zeroes(), rules::oncs(3, "Write Zeroes"), "ONCS bit 3 (Write Zeroes)"),
+        _ => return None,
+    };
+    set.then_some((rule, bit))
 }
 
 fn describe_expected(wanted: &[Status]) -> String {
@@ -218,6 +296,7 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         Step::DeleteNamespace { ns, expect } => namespaces::delete(ctx, ns, expect.as_ref()),
         Step::Attach { ns, expect } => namespaces::attach(ctx, ns, true, expect.as_ref()),
         Step::Detach { ns, expect } => namespaces::attach(ctx, ns, false, expect.as_ref()),
+        Step::FormatEachLbaFormat { ns } => namespaces::format_each_lba_format(ctx, ns),
         Step::Format { ns, lbads, lbaf, expect } => {
             namespaces::format(ctx, ns, lbads.as_ref(), lbaf.as_ref(), expect.as_ref())
         }

@@ -7,15 +7,15 @@ use nvme::spec::namespace::{
     created_nsid, format_nvm, namespace_attach, namespace_create, namespace_delete, namespace_detach, FormatNvm,
     ALL_NAMESPACES,
 };
-use nvme::spec::status::Status;
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::facts::format_settings;
+use super::readback;
 use super::resolve::{self, param, NsTarget};
 use super::{CaseContext, StepError, StepResult};
-use crate::data::judge::DeallocatedRead;
+use crate::data::judge::{DeallocatedRead, Expectation};
 use crate::rules;
-use crate::suite::model::{Blocks, BlocksName, Expect, NsRef, Param};
+use crate::suite::model::{Blocks, BlocksName, Expect, Lba, LbaName, NsRef, Param};
 
 /// A namespace of the case's set, as nvtest believes it to be.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +63,7 @@ pub fn use_namespaces(
             let what = format!("Namespace Attachment attach NSID {nsid} to CNTLID {}", ctx.facts.cntlid);
             let c = send_attachment(ctx, &what, nsid, true)?;
             setup_success(ctx, Setup::Attach, &what, &c)?;
+            readback::after_attachment(ctx, &what, nsid, true)?;
             let i = ctx.set.len() - 1;
             ctx.set[i].attached = true;
         }
@@ -84,6 +85,9 @@ pub fn use_namespaces(
         candidates.push(Candidate::of(nsid, &ns));
     }
     let looked_at = candidates.iter().map(Candidate::describe).collect::<Vec<_>>();
+    // An existing namespace serves when it holds every block the case's steps address
+    // (not necessarily the size the case would create).
+    let blocks = ctx.blocks_needed.map_or(blocks, |needed| needed.min(blocks).max(1));
     for i in 0..count {
         let size = sizes[i % sizes.len()] as u64;
         // Large enough, and without metadata or protection where there is one: the case
@@ -135,7 +139,9 @@ fn restore_format(ctx: &mut CaseContext<'_>, nsid: u32) -> StepResult<IdentifyNa
     setup_success(ctx, Setup::Format, &what, &c)?;
     ctx.map.reset_namespace(nsid);
     ctx.device.namespaces_changed()?;
-    identify_namespace(ctx, nsid)
+    let ns = identify_namespace(ctx, nsid)?;
+    readback::after_format(ctx, &what, &ns, nsid, provisioned.lbaf())?;
+    Ok(ns)
 }
 
 /// An active namespace `use_namespaces` may take, as Identify Namespace reports it.
@@ -218,6 +224,7 @@ fn reattach_detached(ctx: &mut CaseContext<'_>) -> StepResult {
         let what = format!("Namespace Attachment attach NSID {nsid} (detached by an earlier case)");
         let c = send_attachment(ctx, &what, nsid, true)?;
         setup_success(ctx, Setup::Attach, &what, &c)?;
+        readback::after_attachment(ctx, &what, nsid, true)?;
         changed = true;
     }
     if changed {
@@ -268,7 +275,9 @@ pub fn create(
     let (what, c) = send_create(ctx, index, nsze)?;
     ctx.expect(&what, &c, expect)?;
     if c.status().is_success() {
-        push_created(ctx, created_nsid(&c), size, nsze);
+        let nsid = created_nsid(&c);
+        readback::after_create(ctx, &what, nsid, nsze, index)?;
+        push_created(ctx, nsid, size, nsze);
     }
     Ok(())
 }
@@ -284,6 +293,7 @@ pub fn create_until_full(ctx: &mut CaseContext<'_>, lbads: &Param<u32>, blocks: 
         let what = format!("Namespace Attachment attach NSID {nsid}");
         let c = send_attachment(ctx, &what, nsid, true)?;
         setup_success(ctx, Setup::Attach, &what, &c)?;
+        readback::after_attachment(ctx, &what, nsid, true)?;
         let i = ctx.set.len() - 1;
         ctx.set[i].attached = true;
     }
@@ -305,6 +315,7 @@ pub fn delete(ctx: &mut CaseContext<'_>, ns: &NsRef, expect: Option<&Expect>) ->
         }
         ctx.map.reset_namespace(nsid);
         ctx.device.namespaces_changed()?;
+        readback::after_delete(ctx, &what, nsid)?;
     }
     Ok(())
 }
@@ -322,6 +333,12 @@ pub fn attach(ctx: &mut CaseContext<'_>, ns: &NsRef, attach: bool, expect: Optio
             ctx.set[i].attached = attach;
         }
         ctx.device.namespaces_changed()?;
+        readback::after_attachment(ctx, &what, nsid, attach)?;
+        if let NsTarget::Member(i) = target {
+            if attach {
+                refresh(ctx, i)?;
+            }
+        }
     }
     Ok(())
 }
@@ -341,13 +358,17 @@ pub fn format(
     let c = ctx.admin(&what, format_nvm(nsid, FormatNvm::new().with_lbaf(index)), Data::None)?;
     ctx.expect(&what, &c, expect)?;
     if c.status().is_success() {
-        ctx.map.reset_namespace(nsid);
-        ctx.device.namespaces_changed()?;
-        if let NsTarget::Member(i) = target {
-            if let Some(size) = size {
-                ctx.set[i].requested_block_size = size;
+        match target {
+            NsTarget::Member(i) => {
+                formatted(ctx, i, &what, index)?;
+                if let Some(size) = size {
+                    ctx.set[i].requested_block_size = size;
+                }
             }
-            refresh(ctx, i)?;
+            NsTarget::Raw(_) => {
+                ctx.map.reset_namespace(nsid);
+                ctx.device.namespaces_changed()?;
+            }
         }
     }
     Ok(())
@@ -438,12 +459,15 @@ fn create_checked(ctx: &mut CaseContext<'_>, index: u8, nsze: u64, size: u64) ->
             format!("an NSID in 1..={}", ctx.facts.nn),
         ));
     }
+    readback::after_create(ctx, &what, nsid, nsze, index)?;
     push_created(ctx, nsid, size, nsze);
     Ok(nsid)
 }
 
+/// Adds a namespace just created to the set; none of its blocks was ever written.
 fn push_created(ctx: &mut CaseContext<'_>, nsid: u32, size: u64, nsze: u64) {
     ctx.map.reset_namespace(nsid);
+    ctx.map.namespace_mut(nsid).set(0, nsze, Expectation::Erased { dlfeat: true });
     ctx.set.push(NsEntry {
         nsid,
         requested_block_size: size,
@@ -486,17 +510,8 @@ fn setup_success(ctx: &CaseContext<'_>, setup: Setup, what: &str, c: &nvme::spec
     if status.is_success() {
         return Ok(());
     }
-    if status.same_code(&Status::INVALID_COMMAND_OPCODE) {
-        let (rule, bit) = match setup {
-            Setup::Format => (rules::oacs_format_nvm(), "OACS bit 1 (Format NVM)"),
-            _ => (rules::oacs_namespace_management(), "OACS bit 3 (Namespace Management)"),
-        };
-        return Err(ctx.fail_rule(
-            rule,
-            what,
-            format!("{status}, although Identify Controller sets {bit}"),
-            "the command the capability bit advertises, carried out",
-        ));
+    if let Some(contradicted) = ctx.capability_contradicted(what, c) {
+        return Err(contradicted);
     }
     let rule = match setup {
         Setup::Create | Setup::Attach => rules::namespace_setup(),
@@ -504,4 +519,84 @@ fn setup_success(ctx: &CaseContext<'_>, setup: Setup, what: &str, c: &nvme::spec
         Setup::Format => rules::format_supported(),
     };
     Err(ctx.fail_rule(rule, what, status.to_string(), "Successful Completion"))
+}
+
+/// `format_each_lba_format`: every LBA format the namespace's table lists (index 0 to
+/// NLBAF) is formatted to and used — Identify Namespace reports it, and the first, middle
+/// and last blocks hold what is written (with their metadata) — then the namespace is
+/// formatted back to what it had. A listed format that Format NVM refuses, or that does
+/// not hold data, fails the drive: it advertised the format.
+pub fn format_each_lba_format(ctx: &mut CaseContext<'_>, ns: &NsRef) -> StepResult {
+    let NsTarget::Member(i) = resolve::ns_one(ctx, ns)? else {
+        return Err(StepError::Error("format_each_lba_format needs a namespace of the set".into()));
+    };
+    let nsid = ctx.set[i].nsid;
+    let original = identify_namespace(ctx, nsid)?;
+    let listed = (original.nlbaf as usize + 1).min(original.lbaf.len());
+    for index in 0..listed as u8 {
+        let f = original.lbaf[index as usize];
+        if f.lbads < 9 {
+            return Err(ctx.fail_rule(
+                rules::lba_format(),
+                format!("Identify Namespace NSID {nsid}"),
+                format!("LBAF{index} (listed: NLBAF is {}) has LBADS {}", original.nlbaf, f.lbads),
+                "LBADS of at least 9 (512 bytes) for every listed format",
+            ));
+        }
+        // Metadata in a separate buffer unless the namespace can only carry it in an
+        // extended LBA (MC); never protection information, which nvtest does not generate.
+        let extended = f.ms > 0 && !original.mc.separate_buffer() && original.mc.extended_lba();
+        let settings = FormatNvm::new().with_lbaf(index).with_mset(extended);
+        let what = format!(
+            "Format NVM NSID {nsid:#x} LBAF {index} ({} + {} bytes{}) MSET {} PI 0 SES 0",
+            1u64 << f.lbads,
+            f.ms,
+            if extended { ", extended" } else { "" },
+            u8::from(extended)
+        );
+        let c = ctx.admin(&what, format_nvm(nsid, settings), Data::None)?;
+        if !c.status().is_success() {
+            if let Some(contradicted) = ctx.capability_contradicted(&what, &c) {
+                return Err(contradicted);
+            }
+            return Err(ctx.fail_rule(
+                rules::advertised_format(),
+                what,
+                c.status().to_string(),
+                format!("Successful Completion: LBAF{index} is one of the NLBAF + 1 = {listed} formats listed"),
+            ));
+        }
+        formatted(ctx, i, &what, index)?;
+        ctx.set[i].requested_block_size = 1 << f.lbads;
+        ctx.log.push(format!("LBAF{index}: formatted; writing and reading back the first, middle and last blocks"));
+        let one = Blocks::Count(Param::Value(1));
+        for lba in [Lba::At(Param::Value(0)), Lba::Named(LbaName::Middle), Lba::Named(LbaName::Last)] {
+            super::io::write(ctx, &NsRef::Index(Param::Value(i as u32 + 1)), &lba, &one, false, false)?;
+        }
+        super::io::verify(ctx, &NsRef::Index(Param::Value(i as u32 + 1)), None, None)?;
+    }
+    let back = format_settings(&original);
+    let what = format!(
+        "Format NVM NSID {nsid:#x} LBAF {} MSET {} PI {} SES 0 (back to the format the namespace had)",
+        back.lbaf(),
+        u8::from(back.mset()),
+        back.pi()
+    );
+    let c = ctx.admin(&what, format_nvm(nsid, back), Data::None)?;
+    setup_success(ctx, Setup::Format, &what, &c)?;
+    formatted(ctx, i, &what, back.lbaf())?;
+    ctx.set[i].requested_block_size = ctx.set[i].block_size;
+    Ok(())
+}
+
+/// After a successful Format NVM of member `i` to LBA format `index`: Identify Namespace
+/// reports the format, no block holds its old data, and the member is re-read.
+fn formatted(ctx: &mut CaseContext<'_>, i: usize, what: &str, index: u8) -> StepResult {
+    let nsid = ctx.set[i].nsid;
+    ctx.device.namespaces_changed()?;
+    let ns = identify_namespace(ctx, nsid)?;
+    readback::after_format(ctx, what, &ns, nsid, index)?;
+    ctx.map.reset_namespace(nsid);
+    ctx.map.namespace_mut(nsid).set(0, ns.nsze, Expectation::Erased { dlfeat: false });
+    refresh(ctx, i)
 }

@@ -277,6 +277,9 @@ pub enum CheckName {
     /// Every namespace of the set is in the Active Namespace ID list exactly when the set
     /// says it is attached: after `controller_reset`, attach and detach persisted.
     AttachmentsPersist,
+    /// For each namespace of the set: NUSE counts at least the blocks nvtest wrote there
+    /// (and did not deallocate or zero since).
+    NamespaceUtilization,
 }
 
 /// One step of a case.
@@ -339,6 +342,13 @@ pub enum Step {
         ns: NsRef,
         #[serde(default)]
         expect: Option<Expect>,
+    },
+    /// Formats the namespace to every LBA format its table lists (index 0 to NLBAF, no
+    /// protection information, metadata in a separate buffer), and for each: Identify
+    /// Namespace reports it, and the first, middle and last blocks are written and read
+    /// back (with their metadata). Formats back to the format it had at the end.
+    FormatEachLbaFormat {
+        ns: NsRef,
     },
     /// Format NVM to the format with this LBA data size (or a raw format index).
     Format {

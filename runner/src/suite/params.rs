@@ -279,7 +279,10 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             parts.ranges(at("ranges"), ranges);
             parts.expect = expect.as_ref();
         }
-        Step::DeallocateAll { ns } | Step::Flush { ns } | Step::ExpectNamespaceChanged { ns } => {
+        Step::DeallocateAll { ns }
+        | Step::Flush { ns }
+        | Step::ExpectNamespaceChanged { ns }
+        | Step::FormatEachLbaFormat { ns } => {
             parts.ns(at("ns"), ns, NsUse::One);
         }
         Step::WriteZeroes { ns, lba, blocks, deac: _, expect } => {

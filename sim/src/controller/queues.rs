@@ -291,6 +291,10 @@ impl Controller {
                 set.io(&mut self.ctx, cmd, &data)
             }
         };
+        if std::mem::take(&mut self.ctx.fatal) {
+            self.csts.set_cfs(true);
+            return None;
+        }
         if std::mem::take(&mut self.ctx.hold_completion) {
             self.held.push(Held { sqid, cid: cmd.cid });
             return None;

@@ -179,18 +179,26 @@ impl Subsystem {
     /// "Figure 245: Identify – Identify Namespace Data Structure" for an allocated namespace.
     pub fn identify_namespace(&self, ns: &Namespace) -> IdentifyNamespace {
         let mut id = self.namespace_common();
-        id.nsze = ns.nsze;
-        id.ncap = if self.quirks.has(Quirk::NcapExceedsNsze) {
-            // Quirk: NCAP = NSZE + 1 (Figure 245 NCAP ≤ NSZE broken).
-            ns.nsze + 1
+        id.nsze = if self.quirks.has(Quirk::NszeUnderstated) {
+            // Quirk: one block fewer than the namespace has (Figure 245 NSZE broken).
+            ns.nsze.saturating_sub(1)
         } else {
             ns.nsze
+        };
+        id.ncap = if self.quirks.has(Quirk::NcapExceedsNsze) {
+            // Quirk: NCAP = NSZE + 1 (Figure 245 NCAP ≤ NSZE broken).
+            id.nsze + 1
+        } else {
+            id.nsze
         };
         id.nuse = if self.quirks.has(Quirk::NuseExceedsNcap) {
             // Quirk: NUSE = NCAP + 1 (Figure 245 NUSE ≤ NCAP broken).
             id.ncap + 1
+        } else if self.quirks.has(Quirk::NuseNotUpdated) {
+            // Quirk: NUSE never counts what was written (Figure 245 NUSE broken).
+            0
         } else {
-            ns.nuse()
+            ns.nuse().min(id.ncap)
         };
         id.flbas = Flbas::new().with_format(ns.format.index).with_extended(ns.format.extended);
         if self.quirks.has(Quirk::FlbasBeyondNlbaf) {
@@ -270,12 +278,16 @@ impl Subsystem {
         if nsid >= 0xFFFF_FFFE {
             return Err(Status::INVALID_NAMESPACE_OR_FORMAT);
         }
-        let ids = if self.quirks.has(Quirk::AllocatedListOmitsInactive) {
+        let mut ids = if self.quirks.has(Quirk::AllocatedListOmitsInactive) {
             // Quirk: only attached namespaces listed (CNS 10h broken).
             self.active_nsids()
         } else {
             self.allocated_nsids()
         };
+        // Quirk `deleted-namespace-stays-allocated`: deleted NSIDs still listed.
+        ids.extend(&self.ghosts);
+        ids.sort_unstable();
+        ids.dedup();
         list_after(&ids, nsid)
     }
 
@@ -307,7 +319,10 @@ impl Subsystem {
             Some(ns) => ns.attached.iter().copied().filter(|c| *c >= cntid).collect(),
             None => Vec::new(),
         };
+        // Quirk `controller-list-stale-after-detach`: controllers detached still listed.
+        ids.extend(self.stale_attached.iter().filter(|(n, c)| *n == nsid && *c >= cntid).map(|(_, c)| *c));
         ids.sort_unstable();
+        ids.dedup();
         if self.quirks.has(Quirk::ControllerListEmpty) {
             // Quirk: an empty list for an attached namespace (CNS 12h broken).
             ids.clear();

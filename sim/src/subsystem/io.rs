@@ -105,6 +105,8 @@ impl Subsystem {
             return Done::ok();
         }
         match self.io_target(cmd.nsid) {
+            // Quirk `flush-rejected` (§6.8 broken).
+            Ok(Target::Namespace(_)) if self.quirks.has(Quirk::FlushRejected) => Done::err(Status::INVALID_FIELD),
             // The media is the simulator's memory: nothing volatile is left to write back.
             Ok(_) => Done::ok(),
             Err(s) => Done::err(s),
@@ -292,6 +294,10 @@ impl Subsystem {
     /// NVMe 1.3 and later; DLFEAT bit 3) and a read behaviour of zeroes, they are
     /// deallocated instead of written.
     fn write_zeroes(&mut self, cmd: &Command) -> Done {
+        if self.quirks.has(Quirk::WriteZeroesNotImplemented) {
+            // Quirk: ONCS bit 3 set, the command unknown (Figure 247 ONCS broken).
+            return Done::err(Status::INVALID_COMMAND_OPCODE);
+        }
         let nsid = match self.io_target(cmd.nsid) {
             Ok(Target::Namespace(nsid)) => nsid,
             Ok(Target::Nothing) => return Done::ok(),

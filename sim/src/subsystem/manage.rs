@@ -93,7 +93,14 @@ impl Subsystem {
             }
         }
         let nsid = slot as u32 + 1;
-        let ns = self.make_namespace(nsid, index, spec.extended_metadata(), spec.nsze);
+        let mut ns = self.make_namespace(nsid, index, spec.extended_metadata(), spec.nsze);
+        if self.quirks.has(Quirk::CreateKeepsOldMedia) {
+            if let Some(old) = self.recycled.take() {
+                // Quirk: the old namespace's bytes show through (§6.7.1.1 broken).
+                ns.inherit_media(old);
+            }
+        }
+        self.ghosts.retain(|n| *n != nsid);
         self.namespaces[slot] = Some(ns);
         Ok(nsid)
     }
@@ -106,10 +113,15 @@ impl Subsystem {
                 // Quirk: FFFFFFFFh succeeds and deletes nothing (§5.20 broken).
                 return Ok(());
             }
+            self.ghosts.clear();
             self.allocated_nsids()
         } else if !self.is_valid_nsid(nsid) {
             return Err(Status::INVALID_NAMESPACE_OR_FORMAT);
         } else if self.namespace(nsid).is_some() {
+            if self.quirks.has(Quirk::DeletedNamespaceStaysAllocated) {
+                // Quirk: CNS 10h keeps the deleted NSID (§5.20 broken).
+                self.ghosts.push(nsid);
+            }
             vec![nsid]
         } else if self.quirks.has(Quirk::DeleteUnallocatedSucceeds) {
             // Quirk: deleting an unallocated NSID succeeds (§5.20 Invalid Field broken).
@@ -119,9 +131,12 @@ impl Subsystem {
         };
         for nsid in victims {
             let was_active = self.is_active(nsid);
-            if let Some(slot) = self.namespaces.get_mut(nsid as usize - 1) {
-                *slot = None;
+            if let Some(old) = self.namespaces.get_mut(nsid as usize - 1).and_then(Option::take) {
+                if self.quirks.has(Quirk::CreateKeepsOldMedia) {
+                    self.recycled = Some(old);
+                }
             }
+            self.stale_attached.retain(|(n, _)| *n != nsid);
             if was_active {
                 self.namespace_changed(&mut ctx.events, nsid);
             }
@@ -185,6 +200,11 @@ impl Subsystem {
                     // Quirk: detaching a detached namespace succeeds (Figure 267 broken).
                     continue;
                 }
+                if self.quirks.has(Quirk::FatalOnDetachUnattached) {
+                    // Quirk: the controller fails (CSTS.CFS) instead of completing (§4.6 broken).
+                    ctx.fatal = true;
+                    return Ok(());
+                }
                 return Err(Status::NAMESPACE_NOT_ATTACHED);
             }
             changes.push(*id);
@@ -200,6 +220,16 @@ impl Subsystem {
                 ns.attached.push(*id);
             } else {
                 ns.attached.retain(|c| c != id);
+            }
+        }
+        if self.quirks.has(Quirk::ControllerListStaleAfterDetach) {
+            // Quirk: CNS 12h keeps the detached controllers (§5.15.2.1 broken).
+            for id in &changes {
+                if attach {
+                    self.stale_attached.retain(|e| *e != (nsid, *id));
+                } else {
+                    self.stale_attached.push((nsid, *id));
+                }
             }
         }
         let this = self.controller.cntlid;
@@ -253,6 +283,10 @@ impl Subsystem {
             }
             return Err(Status::INVALID_FORMAT);
         }
+        if self.quirks.has(Quirk::FormatRejectsAdvertisedLbaf) && nlbaf > 0 && settings.lbaf() == nlbaf {
+            // Quirk: a format of the table refused (Figure 245 LBAF, §5.23 broken).
+            return Err(Status::INVALID_FORMAT);
+        }
         // No end-to-end protection information (DPC is 0).
         if settings.pi() != 0 {
             return Err(Status::INVALID_FORMAT);
@@ -274,11 +308,16 @@ impl Subsystem {
                 return Err(Status::INVALID_FORMAT);
             }
         }
+        let keep_data = self.quirks.has(Quirk::FormatKeepsData);
         for nsid in targets {
             let Some(ns) = self.namespace_mut(nsid) else { continue };
             let bytes = ns.capacity_bytes();
             let nsze = (bytes / format.data_size as u128) as u64;
             let changed = ns.format != format || ns.nsze != nsze;
+            if !changed && keep_data {
+                // Quirk: nothing happens, the data stays (§5.23 broken).
+                continue;
+            }
             ns.reformat(format, nsze, stride, fill);
             if changed {
                 self.namespace_changed(&mut ctx.events, nsid);

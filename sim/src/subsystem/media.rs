@@ -40,6 +40,16 @@ impl Media {
         Media { chunks, size, fill }
     }
 
+    /// Takes `old`'s stored chunks where they fall inside this media (quirk
+    /// `create-keeps-old-media`).
+    pub fn inherit(&mut self, old: Media) {
+        for (mine, theirs) in self.chunks.iter_mut().zip(old.chunks) {
+            if theirs.is_some() {
+                *mine = theirs;
+            }
+        }
+    }
+
     pub fn size(&self) -> u64 {
         self.size
     }

@@ -67,6 +67,14 @@ pub struct Subsystem {
     controller: ControllerState,
     /// Bumped for every namespace created, so NGUID and EUI64 are never reused.
     next_uid: u64,
+    /// Quirk `deleted-namespace-stays-allocated`: deleted NSIDs CNS 10h still lists.
+    ghosts: Vec<u32>,
+    /// Quirk `controller-list-stale-after-detach`: (NSID, CNTLID) detached that CNS 12h
+    /// still lists.
+    stale_attached: Vec<(u32, u16)>,
+    /// Quirk `create-keeps-old-media`: the namespace deleted last, whose media the next
+    /// namespace created takes over.
+    recycled: Option<Namespace>,
     health: Health,
 }
 
@@ -107,6 +115,9 @@ impl Subsystem {
             quirks,
             namespaces,
             next_uid: 1,
+            ghosts: Vec::new(),
+            stale_attached: Vec::new(),
+            recycled: None,
             health: Health::default(),
         };
         let initial = sub.profile.namespaces.clone();

@@ -256,6 +256,13 @@ impl Namespace {
         }
     }
 
+    /// Takes over `old`'s stored bytes where the two overlap (quirk
+    /// `create-keeps-old-media`): blocks never written read as what `old` held there.
+    pub fn inherit_media(&mut self, old: Namespace) {
+        self.data.inherit(old.data);
+        self.metadata.inherit(old.metadata);
+    }
+
     /// Deallocates every block and drops every mark: the namespace as if just created.
     pub fn erase(&mut self) {
         let fill = self.data.fill_byte();

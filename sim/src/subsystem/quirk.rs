@@ -177,6 +177,46 @@ pub enum Quirk {
     /// 10.0 does. Breaks Figure 247 OACS bit 3: set, the controller supports the Namespace
     /// Management and Namespace Attachment commands.
     NamespaceManagementNotImplemented,
+    /// Identify Namespace reports NSZE (and NCAP) one block smaller than the namespace
+    /// is: LBA NSZE is read and written, range checks use the real size. Breaks Figure 245
+    /// NSZE (the total size of the namespace in logical blocks) and, for a namespace the
+    /// host created, §5.20 (the size the host specified).
+    NszeUnderstated,
+    /// The Namespace Attached Controller list (CNS 12h) keeps a controller after the
+    /// namespace was detached from it. Breaks §5.15.2.1 (CNS 12h): the list holds the
+    /// controllers the namespace is attached to.
+    ControllerListStaleAfterDetach,
+    /// A Namespace Management delete of one NSID succeeds and the namespace is gone, but
+    /// the Allocated Namespace ID list (CNS 10h) still holds it until the NSID is used
+    /// again. Breaks §5.20 (Delete) and §5.15.2.1 CNS 10h: a deleted NSID is not allocated.
+    DeletedNamespaceStaysAllocated,
+    /// A namespace created after a delete takes over the media of the namespace deleted
+    /// last without clearing it: its never-written blocks read as the old namespace's
+    /// data. Breaks §6.7.1.1 and Figure 245 DLFEAT: an unwritten logical block reads as
+    /// DLFEAT reports.
+    CreateKeepsOldMedia,
+    /// Format NVM to the LBA format a namespace already has succeeds and changes nothing:
+    /// the blocks keep their data. Breaks §5.23: after a successful Format NVM the
+    /// controller shall not return any user data the namespace held.
+    FormatKeepsData,
+    /// Identify Namespace reports NUSE 0 whatever is written. Breaks Figure 245 NUSE: the
+    /// number of logical blocks currently allocated, which a written block is.
+    NuseNotUpdated,
+    /// Format NVM to the last LBA format of the table (index NLBAF, when there are at
+    /// least two) completes with Invalid Format. Breaks Figure 245 (LBAF0–LBAF15: the
+    /// formats the namespace supports) and §5.23.
+    FormatRejectsAdvertisedLbaf,
+    /// A Namespace Attachment detach of a namespace not attached to the controller sets
+    /// CSTS.CFS and posts no completion, as QEMU 10.0 ends on an assertion there. Breaks
+    /// §4.6 and Figure 267: the command completes, with Namespace Not Attached.
+    FatalOnDetachUnattached,
+    /// ONCS bit 3 is set but Write Zeroes completes with Invalid Command Opcode. Breaks
+    /// Figure 247 ONCS bit 3: set, the controller supports the Write Zeroes command.
+    WriteZeroesNotImplemented,
+    /// Flush of one namespace completes with Invalid Field in Command (the cache holds
+    /// nothing to write back). Breaks §6.8: Flush is a mandatory command that commits the
+    /// namespace's data and completes successfully.
+    FlushRejected,
 }
 
 impl Quirk {
@@ -227,6 +267,16 @@ impl Quirk {
         Quirk::AllocatedIdentifyZeroWhenDetached,
         Quirk::NoNamespaceIdentifiers,
         Quirk::NamespaceManagementNotImplemented,
+        Quirk::NszeUnderstated,
+        Quirk::ControllerListStaleAfterDetach,
+        Quirk::DeletedNamespaceStaysAllocated,
+        Quirk::CreateKeepsOldMedia,
+        Quirk::FormatKeepsData,
+        Quirk::NuseNotUpdated,
+        Quirk::FormatRejectsAdvertisedLbaf,
+        Quirk::FatalOnDetachUnattached,
+        Quirk::WriteZeroesNotImplemented,
+        Quirk::FlushRejected,
     ];
 
     /// The name a profile uses for this quirk.
@@ -277,6 +327,16 @@ impl Quirk {
             Quirk::AllocatedIdentifyZeroWhenDetached => "allocated-identify-zero-when-detached",
             Quirk::NoNamespaceIdentifiers => "no-namespace-identifiers",
             Quirk::NamespaceManagementNotImplemented => "namespace-management-not-implemented",
+            Quirk::NszeUnderstated => "nsze-understated",
+            Quirk::ControllerListStaleAfterDetach => "controller-list-stale-after-detach",
+            Quirk::DeletedNamespaceStaysAllocated => "deleted-namespace-stays-allocated",
+            Quirk::CreateKeepsOldMedia => "create-keeps-old-media",
+            Quirk::FormatKeepsData => "format-keeps-data",
+            Quirk::NuseNotUpdated => "nuse-not-updated",
+            Quirk::FormatRejectsAdvertisedLbaf => "format-rejects-advertised-lbaf",
+            Quirk::FatalOnDetachUnattached => "fatal-on-detach-unattached",
+            Quirk::WriteZeroesNotImplemented => "write-zeroes-not-implemented",
+            Quirk::FlushRejected => "flush-rejected",
         }
     }
 
