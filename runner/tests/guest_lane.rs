@@ -32,15 +32,13 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Cases whose verdicts differ between `qemu:ns32` and `qemu-linux:ns32` for a known
 /// reason, each with that reason. A listed case that no longer diverges fails the test,
 /// so the list stays true.
-const KNOWN_DIVERGENCES: &[(&str, &str)] = &[(
-    "namespaces::detach-not-attached",
-    "QEMU 10.0.2 detaches without checking that the namespace is attached and counts a \
-         namespace's attachments up at every controller enable. On qemu:ns32 nvtest's driver enabled \
-         the controller once, so the second detach hits `assert(ns->attached > 0)` and QEMU aborts \
-         (error); in the guest SeaBIOS's NVMe driver (at POST) and then Linux enabled it, so the second \
-         detach completes successfully (fail). Measured: with `-bios qboot.rom` (no NVMe driver) the \
-         guest's QEMU aborts too. One QEMU defect (fixtures/qemu/README.md D3, D4), shown two ways",
-)];
+/// None today. `namespaces::detach-not-attached` diverged until a controller that stops
+/// answering became the drive's failure: QEMU 10.0.2 counts a namespace's attachments up
+/// at every controller enable, so on qemu:ns32 (one enable) the second detach hits
+/// `assert(ns->attached > 0)` and QEMU aborts, while in the guest (SeaBIOS's NVMe driver
+/// and Linux enabled it) it completes successfully; both lanes now fail it, for one QEMU
+/// defect shown two ways (fixtures/qemu/README.md D3, D4).
+const KNOWN_DIVERGENCES: &[(&str, &str)] = &[];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
