@@ -259,3 +259,18 @@ pub fn advertised_format() -> Rule {
          Namespace then reports it, and its logical blocks hold what is written",
     )
 }
+
+pub fn io_within_namespace() -> Rule {
+    rule(
+        "NVMe 1.4 §6.1 Namespaces; Read and Write commands (NVM Command Set)",
+        "LBAs 0 through NSZE - 1 are valid: a Read or Write of them, within MDTS, completes successfully",
+    )
+}
+
+pub fn identify_active() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify – CNS 00h",
+        "for an active NSID (one attached to the controller) the controller returns that namespace's Identify \
+         Namespace data structure, NSZE > 0",
+    )
+}

@@ -207,6 +207,16 @@ fn lba_formats(ctx: &mut CaseContext<'_>) -> StepResult {
                 format!("{}-byte LBAs, as requested", e.requested_block_size),
             ));
         }
+        // Every format the table lists, not only the one in use: a listed format without
+        // a data size is one the drive offers and cannot be told how to use.
+        if let Some((index, f)) = ns.lba_formats().iter().enumerate().find(|(_, f)| f.data_size().is_none()) {
+            return Err(ctx.fail_rule(
+                rules::lba_format(),
+                sent,
+                format!("LBAF{index} (listed: NLBAF is {}) has LBADS {}", ns.nlbaf, f.lbads),
+                "LBADS ≥ 9 (512 bytes or more) for every listed format",
+            ));
+        }
     }
     Ok(())
 }

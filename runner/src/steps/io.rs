@@ -55,10 +55,13 @@ pub fn write(
             let c = ctx.io_with_metadata(&what, cmd, Data::ToDevice(&buf), outgoing(&md))?;
             if !c.status().is_success() {
                 ctx.map.forget(nsid, lba, n);
-                return Err(ctx.fail(
+                // The write is the case's means, not (necessarily) what it tests: the
+                // rule it breaks is the one of I/O inside the namespace.
+                return Err(ctx.fail_rule(
+                    rules::io_within_namespace(),
                     what,
                     c.status().to_string(),
-                    "Successful Completion (a write inside the namespace)",
+                    "Successful Completion (a write inside the namespace, within MDTS)",
                 ));
             }
             ctx.map.record_write(nsid, lba, n, generation, ctx.seed);
@@ -148,7 +151,12 @@ fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -
         let cmd = nvm::read(nsid, lba, (n - 1) as u16);
         let c = ctx.io_with_metadata(&what, cmd, Data::FromDevice(&mut buf), incoming(&mut md_buf))?;
         if !c.status().is_success() {
-            return Err(ctx.fail(what, c.status().to_string(), "Successful Completion (a read inside the namespace)"));
+            return Err(ctx.fail_rule(
+                rules::io_within_namespace(),
+                what,
+                c.status().to_string(),
+                "Successful Completion (a read inside the namespace, within MDTS)",
+            ));
         }
         let (buf, md) = layout.unpack(&buf, &md_buf);
         match judge_range(&buf, nsid, lba, size, &ctx.map, dealloc) {

@@ -102,7 +102,8 @@ pub fn use_namespaces(
         let Some(pos) = pos else {
             return Err(StepError::Skip(format!(
                 "namespaces cannot be created here ({}) and too few active namespaces have {size}-byte LBAs and at \
-                 least {blocks} blocks (the case needs {count} namespaces of sizes {sizes:?}); active namespaces: {}",
+                 least {blocks} blocks (the case needs {count} namespaces of sizes {sizes:?}, each holding the blocks its \
+                 steps address); active namespaces: {}",
                 if ctx.facts.namespace_management() {
                     "OACS bit 3 is set, but the Commands Supported and Effects log does not support opcode 0Dh"
                 } else {

@@ -79,8 +79,22 @@ pub fn after_create(ctx: &mut CaseContext<'_>, what: &str, nsid: u32, nsze: u64,
 
 /// After an attach (`attached`) or detach of `nsid` to or from this controller: the
 /// Active Namespace ID list (CNS 02h) and the namespace's Attached Controller list
-/// (CNS 12h) say so.
+/// (CNS 12h) say so, and a namespace just attached identifies (CNS 00h) as itself.
 pub fn after_attachment(ctx: &mut CaseContext<'_>, what: &str, nsid: u32, attached: bool) -> StepResult {
+    if attached {
+        let sent = format!("Identify Namespace (CNS 00h) NSID {nsid} after {what}");
+        let mut ns = IdentifyNamespace::new_zeroed();
+        let c = ctx.admin(&sent, identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))?;
+        ctx.require_success(&sent, &c)?;
+        if ns.nsze == 0 {
+            return Err(ctx.fail_rule(
+                rules::identify_active(),
+                sent,
+                "NSZE 0 (the data structure of an inactive NSID) for a namespace just attached",
+                "the namespace's Identify Namespace data, NSZE > 0",
+            ));
+        }
+    }
     let active = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?;
     if active.contains(&nsid) != attached {
         return Err(ctx.fail_rule(

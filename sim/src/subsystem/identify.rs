@@ -154,6 +154,10 @@ impl Subsystem {
         let mut table = [LbaFormat::default(); 16];
         for (slot, f) in table.iter_mut().zip(&self.profile.lba_formats) {
             *slot = LbaFormat::new(f.lbads_log2(), f.ms);
+            if f.lbads == 4096 && self.quirks.has(Quirk::LbaFormatLbadsZero) {
+                // Quirk: a listed format without a data size (Figure 245 LBADS broken).
+                slot.lbads = 0;
+            }
         }
         (self.profile.lba_formats.len() as u8 - 1, table)
     }
@@ -235,6 +239,8 @@ impl Subsystem {
             return Err(Status::INVALID_NAMESPACE_OR_FORMAT);
         }
         match self.namespace(nsid) {
+            // Quirk `identify-zero-after-attach` (CNS 00h broken).
+            Some(_) if self.late_attached.contains(&nsid) => Ok(IdentifyNamespace::new_zeroed()),
             Some(ns) if ns.is_attached_to(self.controller.cntlid) => Ok(self.identify_namespace(ns)),
             Some(ns) if self.quirks.has(Quirk::IdentifyInactiveNonzero) => {
                 // Quirk: an inactive NSID returns its data (Figure 244, CNS 00h broken).

@@ -137,6 +137,7 @@ impl Subsystem {
                 }
             }
             self.stale_attached.retain(|(n, _)| *n != nsid);
+            self.late_attached.retain(|n| *n != nsid);
             if was_active {
                 self.namespace_changed(&mut ctx.events, nsid);
             }
@@ -221,6 +222,11 @@ impl Subsystem {
             } else {
                 ns.attached.retain(|c| c != id);
             }
+        }
+        if attach && !changes.is_empty() && self.quirks.has(Quirk::IdentifyZeroAfterAttach) {
+            self.late_attached.push(nsid);
+        } else if !attach {
+            self.late_attached.retain(|n| *n != nsid);
         }
         if self.quirks.has(Quirk::ControllerListStaleAfterDetach) {
             // Quirk: CNS 12h keeps the detached controllers (§5.15.2.1 broken).

@@ -75,6 +75,9 @@ pub struct Subsystem {
     /// Quirk `create-keeps-old-media`: the namespace deleted last, whose media the next
     /// namespace created takes over.
     recycled: Option<Namespace>,
+    /// Quirk `identify-zero-after-attach`: NSIDs attached by a command, which CNS 00h
+    /// reports as zeros.
+    late_attached: Vec<u32>,
     health: Health,
 }
 
@@ -118,6 +121,7 @@ impl Subsystem {
             ghosts: Vec::new(),
             stale_attached: Vec::new(),
             recycled: None,
+            late_attached: Vec::new(),
             health: Health::default(),
         };
         let initial = sub.profile.namespaces.clone();

@@ -217,6 +217,15 @@ pub enum Quirk {
     /// nothing to write back). Breaks §6.8: Flush is a mandatory command that commits the
     /// namespace's data and completes successfully.
     FlushRejected,
+    /// The LBA Format table reports LBADS 0 for every 4096-byte format, which still works
+    /// when a namespace is created or formatted with its index. Breaks Figure 245 (LBA
+    /// Format Data Structure): LBADS of a listed format is at least 9.
+    LbaFormatLbadsZero,
+    /// Identify Namespace (CNS 00h) of a namespace attached by a Namespace Attachment
+    /// command returns a zero-filled structure (as for an inactive NSID) until it is
+    /// detached or deleted; the Active Namespace ID list does list it. Breaks §5.15.2.1
+    /// CNS 00h: an active NSID returns its Identify Namespace data.
+    IdentifyZeroAfterAttach,
 }
 
 impl Quirk {
@@ -277,6 +286,8 @@ impl Quirk {
         Quirk::FatalOnDetachUnattached,
         Quirk::WriteZeroesNotImplemented,
         Quirk::FlushRejected,
+        Quirk::LbaFormatLbadsZero,
+        Quirk::IdentifyZeroAfterAttach,
     ];
 
     /// The name a profile uses for this quirk.
@@ -337,6 +348,8 @@ impl Quirk {
             Quirk::FatalOnDetachUnattached => "fatal-on-detach-unattached",
             Quirk::WriteZeroesNotImplemented => "write-zeroes-not-implemented",
             Quirk::FlushRejected => "flush-rejected",
+            Quirk::LbaFormatLbadsZero => "lba-format-lbads-zero",
+            Quirk::IdentifyZeroAfterAttach => "identify-zero-after-attach",
         }
     }
 
