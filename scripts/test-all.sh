@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone on Debian bookworm (run as root, or with sudo
-# available for the installs). Installs what the tests need when it is missing, then:
+# The whole test suite, from a fresh clone on Debian bookworm, run as root (the installs
+# call apt-get directly). Installs what the tests need when it is missing, then:
 # formatting, clippy (warnings are errors), every crate's tests, and nvtest's main job on
 # both simulated profiles. A missing dependency is a failure, never a skip.
 set -euo pipefail

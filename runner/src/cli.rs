@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::run::{self, RunOptions, RunTarget};
+use crate::run::{self, RunError, RunOptions, RunTarget};
 use crate::safety::SafetyOptions;
 use crate::suite::{self, locate, LoadedSuite};
 use crate::target::TargetSpec;
@@ -26,6 +26,11 @@ pub const EXIT_FAILED: i32 = 1;
 /// Usage, suite, profile or target-open error, or a fault of the host under the
 /// target: nvtest could not do its job.
 pub const EXIT_USAGE: i32 = 2;
+/// The filters selected no case: nothing ran (as nextest's "no tests to run").
+pub const EXIT_NO_CASES: i32 = 4;
+/// Set (to anything but empty or `0`), a run without TARGET is a usage error instead of
+/// a run on the built-in simulated drive: for pipelines whose drive comes from a variable.
+pub const REQUIRE_TARGET_ENV: &str = "NVTEST_REQUIRE_TARGET";
 
 /// nvtest: checks an NVMe controller against NVMe 1.2a / 1.4, case by case.
 #[derive(Debug, Parser)]
@@ -84,17 +89,27 @@ pub struct RunArgs {
     /// Runs only the non-destructive cases; destructive ones are reported as skipped.
     #[arg(long)]
     pub preserve: bool,
-    /// The device: `sim` (default), `sim:PROFILE`, `sim:PATH.yaml`, `qemu` (topology ns32),
-    /// `qemu:TOPOLOGY`, `qemu:PATH.yaml`, or `/dev/nvmeN` (a controller of the Linux NVMe
-    /// driver).
+    /// The device: `sim` (default: the built-in simulated drive; `NVTEST_REQUIRE_TARGET=1`
+    /// forbids the default), `sim:PROFILE`, `sim:PATH.yaml`, `qemu` (topology ns32),
+    /// `qemu:TOPOLOGY`, `qemu:PATH.yaml`, `qemu-linux:TOPOLOGY` (the Linux NVMe driver in a
+    /// QEMU guest), or `/dev/nvmeN` (a controller of the Linux NVMe driver).
     #[arg(value_name = "TARGET", value_parser = parse_target)]
     pub target: Option<RunTarget>,
+    /// What a run whose filters select no case does: `fail` (exit status 4, the default),
+    /// `warn` (a warning, exit 0) or `pass`.
+    #[arg(long, value_enum, value_name = "fail|warn|pass", default_value = "fail")]
+    pub no_cases: crate::run::NoCases,
 }
 
 /// Parses TARGET: a path (`/dev/nvme0`, `./x`) is a controller of the Linux driver,
 /// anything else a [`TargetSpec`]. The error is one line saying what is allowed.
 pub fn parse_target(text: &str) -> Result<RunTarget, String> {
     let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err("TARGET is empty (an unset shell variable?): name the drive, e.g. /dev/nvme0, or `sim` for the \
+                    built-in simulated drive"
+            .into());
+    }
     let is_path = trimmed.starts_with('/') || trimmed.starts_with("./") || trimmed.starts_with("../");
     if is_path {
         if trimmed.ends_with(".yaml") || trimmed.ends_with(".yml") {
@@ -167,10 +182,20 @@ fn run_suites(args: RunArgs) -> i32 {
     if matches!(args.target, Some(RunTarget::Spec(TargetSpec::QemuLinux(_)))) {
         return crate::guest::run(&args, &suites);
     }
+    let default_target = args.target.is_none();
+    if default_target && !args.list && target_required() {
+        eprintln!(
+            "error: no TARGET given, and {REQUIRE_TARGET_ENV} is set: name the drive (e.g. /dev/nvme0), or `sim` for \
+             the built-in simulated drive"
+        );
+        return EXIT_USAGE;
+    }
     let options = RunOptions {
         target: args
             .target
             .unwrap_or_else(|| RunTarget::Spec(TargetSpec::SimProfile(crate::target::DEFAULT_SIM_PROFILE.to_string()))),
+        default_target,
+        no_cases: args.no_cases,
         safety: SafetyOptions {
             allow_destructive: args.allow_destructive,
             confirm_serial: args.confirm_serial,
@@ -187,11 +212,20 @@ fn run_suites(args: RunArgs) -> i32 {
         Ok(summary) if summary.host_fault.is_some() => EXIT_USAGE,
         Ok(summary) if summary.has_failed() => EXIT_FAILED,
         Ok(_) => EXIT_OK,
+        Err(e @ RunError::NoCases(_)) => {
+            eprintln!("error: {e}");
+            EXIT_NO_CASES
+        }
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_USAGE
         }
     }
+}
+
+/// Whether [`REQUIRE_TARGET_ENV`] forbids the default target.
+fn target_required() -> bool {
+    std::env::var_os(REQUIRE_TARGET_ENV).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Finds, loads and validates every suite asked for; the error is the full diagnostic.

@@ -328,6 +328,8 @@ pub fn run(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
             junit: None,
             console_file: None,
             expect: None,
+            default_target: false,
+            no_cases: Default::default(),
         };
         return match crate::run::list(suites, &options) {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {

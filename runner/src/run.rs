@@ -68,6 +68,25 @@ pub struct RunOptions {
     pub console_file: Option<PathBuf>,
     /// The target's expected findings (`--expect`).
     pub expect: Option<PathBuf>,
+    /// TARGET was not given: the run tests nvtest's built-in simulated drive, and says so
+    /// on the console and in every report.
+    pub default_target: bool,
+    /// What a run in which no case is selected does (`--no-cases`).
+    pub no_cases: NoCases,
+}
+
+/// What a run in which the filters select no case does: by default it is an error of its
+/// own (exit status 4, as nextest's "no tests to run"), so a mistyped `--filter` never
+/// passes a pipeline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum NoCases {
+    /// Exit status 4, nothing opened.
+    #[default]
+    Fail,
+    /// A warning on stderr, then an empty run (exit status 0).
+    Warn,
+    /// An empty run, exit status 0.
+    Pass,
 }
 
 /// What executes cases on one device: [`Session`], or a stand-in in tests.
@@ -151,12 +170,18 @@ pub enum RunError {
     /// The safety gate refused destructive cases: what was found and what to do, one
     /// line each after the first.
     Refused(String),
+    /// The filters selected no case (and `--no-cases fail`, the default).
+    NoCases(String),
 }
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Target(e) | RunError::Report(e) | RunError::Console(e) | RunError::Refused(e) => f.write_str(e),
+            RunError::Target(e)
+            | RunError::Report(e)
+            | RunError::Console(e)
+            | RunError::Refused(e)
+            | RunError::NoCases(e) => f.write_str(e),
         }
     }
 }
@@ -222,6 +247,35 @@ pub fn list(suites: &[LoadedSuite], options: &RunOptions) -> std::io::Result<()>
     out.flush()
 }
 
+/// A run whose filters select no case: an error of its own unless `--no-cases` says
+/// otherwise, found before anything is opened.
+fn check_selection(suites: &[LoadedSuite], options: &RunOptions) -> Result<(), RunError> {
+    let args = arguments(options);
+    let all = cases(suites).count();
+    let selected = cases(suites).filter(|c| !args.is_filtered_out(&Trial::test(trial_name(c), || Ok(())))).count();
+    if selected > 0 {
+        return Ok(());
+    }
+    let names: Vec<&str> = suites.iter().map(|s| s.suite.name.as_str()).collect();
+    let why = match &options.filter {
+        Some(f) => format!(
+            "--filter {}`{f}` matches none of the {all} cases of {}",
+            if options.exact { "--exact " } else { "" },
+            names.join(", ")
+        ),
+        None => format!("the suites {} hold no case", names.join(", ")),
+    };
+    let message = format!("no case to run: {why} (`nvtest --list` shows them; `--no-cases pass` accepts an empty run)");
+    match options.no_cases {
+        NoCases::Fail => Err(RunError::NoCases(message)),
+        NoCases::Warn => {
+            eprintln!("warning: {message}");
+            Ok(())
+        }
+        NoCases::Pass => Ok(()),
+    }
+}
+
 /// Opens the target and runs the suites on it.
 pub fn run(suites: &[LoadedSuite], options: &RunOptions) -> Result<RunSummary, RunError> {
     run_on(&Host::real(), suites, options)
@@ -234,6 +288,9 @@ pub fn run(suites: &[LoadedSuite], options: &RunOptions) -> Result<RunSummary, R
 /// held exclusively until the run ends. Once the device is open, a confirmed serial must
 /// also be Identify Controller's SN.
 pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Result<RunSummary, RunError> {
+    if !options.list {
+        check_selection(suites, options)?;
+    }
     // The findings file is read before the device is opened: a bad file sends nothing.
     let findings = match &options.expect {
         Some(path) => crate::topology::load_expected(path).map_err(RunError::Target)?,
@@ -289,14 +346,18 @@ where
             .map_err(|e| RunError::Report(format!("cannot create {} for the JUnit report: {e}", dir.display())))?;
     }
     let device = Device::start(open).map_err(RunError::Target)?;
-    print_identity(&device.identity);
+    let mut identity = device.identity.clone();
+    if options.default_target {
+        identity.target = format!("{} (nvtest's built-in simulated drive: no TARGET was given)", identity.target);
+    }
+    print_identity(&identity);
 
     let records: Arc<Mutex<Vec<(usize, CaseResult)>>> = Arc::default();
     let trials = cases(suites)
         .enumerate()
         .map(|(index, case)| trial(index, case.clone(), options.safety.preserve, device.jobs.clone(), records.clone()))
         .collect();
-    let mut results = RunResults::new(device.identity.clone(), suites);
+    let mut results = RunResults::new(identity, suites);
     // libtest-mimic panics when stdout closes (`nvtest | head`): the run stops there, but
     // the cases that ran are still reported.
     let conclusion = catch_unwind(AssertUnwindSafe(|| libtest_mimic::run(&arguments(options), trials)));
@@ -336,6 +397,14 @@ where
     }
     if let Some(fault) = &host_fault {
         say!("error: {fault}");
+    }
+    let c = results.counts();
+    if c.total() > 0 && c.skipped == c.total() {
+        say!(
+            "every one of the {} cases was skipped: nothing on the drive was checked (each skip above says what was \
+             missing)",
+            c.total()
+        );
     }
     Ok(RunSummary { results, conclusion, host_fault })
 }
@@ -612,6 +681,8 @@ mod tests {
             junit: None,
             console_file: Some(dir.path().join("console.txt")),
             expect: None,
+            default_target: false,
+            no_cases: Default::default(),
         }
     }
 

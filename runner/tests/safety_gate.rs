@@ -291,6 +291,8 @@ fn options(target: RunTarget, safety: SafetyOptions, dir: &tempfile::TempDir) ->
         junit: None,
         console_file: Some(dir.path().join("console.txt")),
         expect: None,
+        default_target: false,
+        no_cases: Default::default(),
     }
 }
 
