@@ -81,6 +81,8 @@ fn the_malformed_fixtures_cover_every_kind_of_mistake() {
         "unknown-check",
         "duplicate-case",
         "bad-version",
+        "ns-beyond-set",
+        "count-zero",
     ] {
         assert!(names.iter().any(|n| n == kind), "no fixture tests/malformed/{kind}.yaml");
     }

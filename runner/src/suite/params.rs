@@ -88,6 +88,17 @@ pub struct StepParts<'a> {
     pub closed_maps: Vec<(Vec<Seg>, &'static [&'static str])>,
     /// Names this step cannot take, and what it takes instead.
     pub misuses: Vec<(Vec<Seg>, String)>,
+    /// Where the step names members of the case's namespace set (`ns: 2`, `last`, `all`).
+    pub set_refs: Vec<(Vec<Seg>, SetRef)>,
+}
+
+/// A reference to members of the namespace set, as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetRef {
+    /// `ns: N` (a number, not a `$name`).
+    Index(u32),
+    /// `ns: last` or `ns: all`.
+    Some,
 }
 
 /// What an `ns:` of a step may name.
@@ -118,6 +129,11 @@ impl<'a> StepParts<'a> {
     }
 
     fn ns(&mut self, path: Vec<Seg>, ns: &'a mut NsRef, used: NsUse) {
+        match &*ns {
+            NsRef::Index(Param::Value(i)) => self.set_refs.push((path.clone(), SetRef::Index(*i))),
+            NsRef::Named(NsName::Last | NsName::All) => self.set_refs.push((path.clone(), SetRef::Some)),
+            _ => {}
+        }
         match (ns, used) {
             (NsRef::Index(p), _) => self.param(path, Slot::U32(p)),
             (NsRef::Named(NsName::All), NsUse::One) => self.misuses.push((

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use nvme::spec::{Status, Version};
 
-use super::model::{Expect, MatrixValue, Requirement, Suite};
-use super::params::step_parts;
+use super::model::{Expect, MatrixValue, Param, Requirement, Suite};
+use super::params::{step_parts, SetRef};
 use super::spans::{key, Node, Pos, Seg};
 
 /// The most cases one case's matrix may expand into.
@@ -188,11 +188,35 @@ impl Validator<'_> {
             self.at(&steps_path, "a case needs at least one step".to_string());
         }
         let mut uses: BTreeMap<String, Vec<Use>> = BTreeMap::new();
+        // The most members the case's namespace set can have before each step: references
+        // past it are found here, before a run deletes anything on a drive.
+        let mut set_size: Option<u32> = Some(0);
         for (j, step) in case.steps.iter().enumerate() {
             let step_path = [steps_path.clone(), vec![Seg::Index(j), Seg::Sole]].concat();
             let step_name = self.step_name(&steps_path, j);
+            let original = step;
             let mut step = step.clone();
             let parts = step_parts(&mut step);
+            for (path, reference) in &parts.set_refs {
+                if let Some(message) = set_problem(*reference, set_size) {
+                    self.at(&[step_path.clone(), path.clone()].concat(), message);
+                }
+            }
+            set_size = match original {
+                super::model::Step::UseNamespaces { count: Param::Value(0), .. } => {
+                    self.at(
+                        &[step_path.clone(), vec![key("count")]].concat(),
+                        "`count: 0` builds an empty namespace set; give at least 1".to_string(),
+                    );
+                    None
+                }
+                super::model::Step::UseNamespaces { count: Param::Value(n), .. } => Some(*n),
+                super::model::Step::UseNamespaces { .. }
+                | super::model::Step::ExistingNamespaces {}
+                | super::model::Step::CreateUntilFull { .. } => None,
+                super::model::Step::CreateNamespace { .. } => set_size.map(|n| n.saturating_add(1)),
+                _ => set_size,
+            };
 
             let given: Vec<&str> = parts.exactly_one.iter().filter(|(_, g)| *g).map(|(f, _)| *f).collect();
             if !parts.exactly_one.is_empty() && given.len() != 1 {
@@ -306,6 +330,27 @@ impl Validator<'_> {
 }
 
 /// Whether `name` is the spelling for a successful completion in `expect`.
+/// What is wrong with a reference to the namespace set, given the most members the
+/// steps before it can have built (`None`: not known before the run).
+fn set_problem(reference: SetRef, most: Option<u32>) -> Option<String> {
+    match (reference, most) {
+        (SetRef::Index(0), _) => {
+            Some("`ns: 0`: members of the namespace set are numbered from 1 (`ns: zero` names NSID 0)".into())
+        }
+        (SetRef::Index(i), Some(n)) if i > n => Some(format!(
+            "`ns: {i}` refers past the namespace set: the steps before this one build at most {n} namespace{} \
+             (use_namespaces `count`, or create_namespace)",
+            if n == 1 { "" } else { "s" }
+        )),
+        (SetRef::Some, Some(0)) => Some(
+            "this step works on the namespace set, but no step before it builds one (use_namespaces, \
+             existing_namespaces or create_namespace)"
+                .into(),
+        ),
+        _ => None,
+    }
+}
+
 pub fn is_success(name: &str) -> bool {
     name.trim().eq_ignore_ascii_case("success")
 }
@@ -394,11 +439,35 @@ mod tests {
     use crate::suite::yaml_options;
 
     /// Validates a suite whose single case has these matrix and steps lines.
-    fn problems(case_body: &str) -> Vec<String> {
+    fn all_problems(case_body: &str) -> Vec<String> {
         let text = format!("suite: s\ntitle: t\nspec: []\ncases:\n  - name: c\n    title: t\n    rule: r\n{case_body}");
         let suite: Suite = serde_saphyr::from_str_with_options(&text, yaml_options()).unwrap();
         let tree = Node::parse(&text, yaml_options()).unwrap();
         validate(&suite, &tree, None).into_iter().map(|p| format!("{}: {}", p.pos, p.message)).collect()
+    }
+
+    /// [`all_problems`] without those of the namespace set (most cases here name `ns: 1`
+    /// without building a set, to keep them short).
+    fn problems(case_body: &str) -> Vec<String> {
+        all_problems(case_body).into_iter().filter(|p| !p.contains("namespace set")).collect()
+    }
+
+    #[test]
+    fn references_past_the_namespace_set_are_found_before_the_run() {
+        let found = all_problems(
+            "    steps:\n      - verify: {ns: 1}\n      - use_namespaces: {count: 2, lbads: [512], blocks: 8}\n      - write: {ns: 2, lba: 0, blocks: 1}\n      - verify: {ns: 3}\n      - create_namespace: {lbads: 512, blocks: 8}\n      - attach: {ns: 3}\n      - detach: {ns: 0}\n      - use_namespaces: {count: 0, lbads: [512], blocks: 8}\n",
+        );
+        assert_eq!(found.len(), 4, "{found:?}");
+        assert!(found[0]
+            .starts_with("9:22: `ns: 1` refers past the namespace set: the steps before this one build at most 0"));
+        assert!(found[1]
+            .starts_with("12:22: `ns: 3` refers past the namespace set: the steps before this one build at most 2"));
+        assert!(found[2].starts_with("15:22: `ns: 0`: members of the namespace set are numbered from 1"));
+        assert!(found[3].starts_with("16:33: `count: 0` builds an empty namespace set"));
+        let last = all_problems("    steps:\n      - flush: {ns: last}\n");
+        assert!(last[0].contains("no step before it builds one"), "{last:?}");
+        // After a set whose size is known only at run time, nothing is judged.
+        assert!(all_problems("    steps:\n      - existing_namespaces: {}\n      - verify: {ns: 7}\n").is_empty());
     }
 
     #[test]
