@@ -57,6 +57,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("selection").args(["filter", "skip"]).multiple(true)))]
 pub struct RunArgs {
     /// A suite: a NAME in suites/ or a PATH.yaml; repeat for several. Default: every suite in suites/.
     #[arg(long = "suite", value_name = "NAME|PATH.yaml")]
@@ -70,8 +71,8 @@ pub struct RunArgs {
     /// Runs only the cases whose SUITE::CASE name contains TEXT.
     #[arg(long, value_name = "TEXT")]
     pub filter: Option<String>,
-    /// With --filter: the name must equal TEXT.
-    #[arg(long, requires = "filter")]
+    /// With --filter or --skip: the name must equal TEXT.
+    #[arg(long, requires = "selection")]
     pub exact: bool,
     /// Known deviations of the target (e.g. fixtures/qemu/expected.yaml): a listed case that
     /// fails as listed is an expected failure; a listed case that passes fails the run.
@@ -95,6 +96,10 @@ pub struct RunArgs {
     /// QEMU guest), or `/dev/nvmeN` (a controller of the Linux NVMe driver).
     #[arg(value_name = "TARGET", value_parser = parse_target)]
     pub target: Option<RunTarget>,
+    /// Leaves out the cases whose SUITE::CASE name contains TEXT (with --exact: equals it);
+    /// repeat for several.
+    #[arg(long, value_name = "TEXT")]
+    pub skip: Vec<String>,
     /// What a run whose filters select no case does: `fail` (exit status 4, the default),
     /// `warn` (a warning, exit 0) or `pass`.
     #[arg(long, value_enum, value_name = "fail|warn|pass", default_value = "fail")]
@@ -203,6 +208,7 @@ fn run_suites(args: RunArgs) -> i32 {
         },
         filter: args.filter,
         exact: args.exact,
+        skip: args.skip,
         list: args.list,
         junit: args.junit,
         console_file: None,

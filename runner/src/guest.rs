@@ -215,6 +215,8 @@ pub struct GuestRequest {
     pub suites: Vec<PathBuf>,
     pub filter: Option<String>,
     pub exact: bool,
+    /// `--skip` texts: cases whose name contains one are left out.
+    pub skip: Vec<String>,
     pub expect: Option<PathBuf>,
     pub safety: SafetyOptions,
     /// Where the JUnit report goes on the host.
@@ -238,6 +240,7 @@ impl GuestRequest {
             suites,
             filter: None,
             exact: false,
+            skip: Vec::new(),
             expect: None,
             safety: SafetyOptions::default(),
             junit: None,
@@ -324,6 +327,7 @@ pub fn run(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
             safety: SafetyOptions::default(),
             filter: args.filter.clone(),
             exact: args.exact,
+            skip: args.skip.clone(),
             list: true,
             junit: None,
             console_file: None,
@@ -371,6 +375,7 @@ pub fn request_from_args(args: &RunArgs, suites: &[LoadedSuite]) -> Result<Guest
     let mut request = GuestRequest::new(target, suites.iter().map(|s| s.path.clone()).collect())?;
     request.filter = args.filter.clone();
     request.exact = args.exact;
+    request.skip = args.skip.clone();
     request.expect = args.expect.clone();
     request.safety = SafetyOptions {
         allow_destructive: args.allow_destructive,
@@ -534,6 +539,9 @@ fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
         if request.exact {
             args.push("--exact".into());
         }
+    }
+    for skip in &request.skip {
+        args.extend(["--skip".to_string(), skip.clone()]);
     }
     if let Some(path) = &request.expect {
         let findings = load_expected(path).map_err(error)?;

@@ -60,6 +60,9 @@ pub struct RunOptions {
     /// Substring of `SUITE::CASE` (or the whole name with `exact`).
     pub filter: Option<String>,
     pub exact: bool,
+    /// `--skip`: cases whose `SUITE::CASE` contains one of these (equals, with `exact`)
+    /// are left out, as libtest's `--skip`.
+    pub skip: Vec<String>,
     /// List the cases instead of running them; no device is opened.
     pub list: bool,
     pub junit: Option<PathBuf>,
@@ -223,6 +226,7 @@ pub fn arguments(options: &RunOptions) -> Arguments {
     Arguments {
         filter: options.filter.clone(),
         exact: options.exact,
+        skip: options.skip.clone(),
         list: options.list,
         test_threads: Some(1),
         logfile: options.console_file.as_ref().map(|p| p.display().to_string()),
@@ -257,13 +261,19 @@ fn check_selection(suites: &[LoadedSuite], options: &RunOptions) -> Result<(), R
         return Ok(());
     }
     let names: Vec<&str> = suites.iter().map(|s| s.suite.name.as_str()).collect();
-    let why = match &options.filter {
-        Some(f) => format!(
-            "--filter {}`{f}` matches none of the {all} cases of {}",
-            if options.exact { "--exact " } else { "" },
-            names.join(", ")
+    let exact = if options.exact { "--exact " } else { "" };
+    let skips: Vec<String> = options.skip.iter().map(|s| format!("`{s}`")).collect();
+    let why = match (&options.filter, skips.is_empty(), all) {
+        (_, _, 0) => format!("the suites {} hold no case", names.join(", ")),
+        (Some(f), true, _) => format!("--filter {exact}`{f}` matches none of the {all} cases of {}", names.join(", ")),
+        (Some(f), false, _) => format!(
+            "of the {all} cases of {}, none matches --filter {exact}`{f}` without --skip {}",
+            names.join(", "),
+            skips.join(", ")
         ),
-        None => format!("the suites {} hold no case", names.join(", ")),
+        (None, _, _) => {
+            format!("--skip {exact}{} leaves out all {all} cases of {}", skips.join(", "), names.join(", "))
+        }
     };
     let message = format!("no case to run: {why} (`nvtest --list` shows them; `--no-cases pass` accepts an empty run)");
     match options.no_cases {
@@ -677,6 +687,7 @@ mod tests {
             safety: SafetyOptions::default(),
             filter: filter.map(str::to_string),
             exact: false,
+            skip: Vec::new(),
             list: false,
             junit: None,
             console_file: Some(dir.path().join("console.txt")),

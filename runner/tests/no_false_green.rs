@@ -87,3 +87,17 @@ fn a_run_in_which_every_case_was_skipped_says_so_last() {
     let last = console.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
     assert!(last.starts_with("every one of the 4 cases was skipped: nothing on the drive was checked"), "{console}");
 }
+
+#[test]
+fn skip_leaves_cases_out_and_repeats() {
+    let out = nvtest(&["--suite", "trim", "--skip", "write-zeroes", "--skip", "many-ranges", "--list"], &[]);
+    let listed = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!listed.contains("write-zeroes") && !listed.contains("many-ranges"), "{listed}");
+    assert!(listed.contains("trim::inactive-namespace: test"), "{listed}");
+    let exact = nvtest(&["--suite", "trim", "--skip", "trim::inactive-namespace", "--exact", "--list"], &[]);
+    assert_eq!(text(&exact.stdout).lines().count(), 40, "one case left out exactly");
+    let all = nvtest(&["--suite", &basics(), "--skip", "basics", "sim"], &[]);
+    assert_eq!(all.status.code(), Some(4));
+    assert!(text(&all.stderr).contains("--skip `basics` leaves out all"), "{}", text(&all.stderr));
+}

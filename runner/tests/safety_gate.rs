@@ -287,6 +287,7 @@ fn options(target: RunTarget, safety: SafetyOptions, dir: &tempfile::TempDir) ->
         safety,
         filter: None,
         exact: false,
+        skip: Vec::new(),
         list: false,
         junit: None,
         console_file: Some(dir.path().join("console.txt")),
