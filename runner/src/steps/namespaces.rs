@@ -388,14 +388,18 @@ pub fn identify_namespace(ctx: &mut CaseContext<'_>, nsid: u32) -> StepResult<Id
 pub fn refresh(ctx: &mut CaseContext<'_>, i: usize) -> StepResult {
     let nsid = ctx.set[i].nsid;
     let ns = identify_namespace(ctx, nsid)?;
-    let entry = &mut ctx.set[i];
+    learn(&mut ctx.set[i], &ns);
+    Ok(())
+}
+
+/// Takes a member's size, format and DLFEAT from its Identify Namespace data.
+fn learn(entry: &mut NsEntry, ns: &IdentifyNamespace) {
     entry.nsze = ns.nsze;
     entry.block_size = ns.lba_data_size().unwrap_or(0);
     entry.metadata_size = ns.lba_format_in_use().map_or(0, |f| f.ms as u64);
     entry.extended = ns.extended_metadata();
     entry.protection = ns.dps.pit();
     entry.dealloc_read = ns.dlfeat.read_behavior();
-    Ok(())
 }
 
 /// The LBA format a step asks for: by data size (a supported format, else the case is
@@ -599,5 +603,6 @@ fn formatted(ctx: &mut CaseContext<'_>, i: usize, what: &str, index: u8) -> Step
     readback::after_format(ctx, what, &ns, nsid, index)?;
     ctx.map.reset_namespace(nsid);
     ctx.map.namespace_mut(nsid).set(0, ns.nsze, Expectation::Erased { dlfeat: false });
-    refresh(ctx, i)
+    learn(&mut ctx.set[i], &ns);
+    Ok(())
 }
