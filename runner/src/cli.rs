@@ -1,20 +1,22 @@
-//! The command line: `nvtest [--suite NAME|PATH.yaml]... [--junit PATH] [--list]
-//! [--filter TEXT] [--exact] [--expect FILE] [--allow-destructive] [--confirm-serial SN]
-//! [--preserve] [TARGET]`, and `nvtest schema`.
+//! The command line: `nvtest [OPTIONS] [TARGET]... [FILTER]`, `nvtest schema
+//! [--record]` and `nvtest targets`.
 //!
 //! Order of work: parse the arguments, find and load every suite (all are validated
-//! before anything else), on a kernel target pass the safety gate, and only then open
-//! the target. Exit status: 0 nothing failed, 1 a case failed or errored, 2 usage,
-//! suite, profile or target-open errors, safety refusals, and runs during which the
-//! host under the target failed (QEMU's disk images on a full filesystem).
+//! before anything else), check the findings files and that the reports can be written,
+//! on a kernel target take the drive and pass the safety gate, and only then open the
+//! targets. Exit status: 0 nothing failed, 1 a case failed or errored, 2 usage, suite,
+//! profile or target-open errors, safety refusals, and runs during which the host under
+//! a target failed (QEMU's disk images on a full filesystem), 4 no case selected, 124
+//! `--timeout` expired, 130 / 143 SIGINT / SIGTERM (the reports then hold what ran).
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::run::{self, RunError, RunOptions, RunTarget};
+use crate::run::{self, Repeat, RunError, RunOptions, RunTarget, Selection};
 use crate::safety::SafetyOptions;
 use crate::suite::{self, locate, LoadedSuite};
 use crate::target::TargetSpec;
@@ -28,20 +30,33 @@ pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// The filters selected no case: nothing ran (as nextest's "no tests to run").
 pub const EXIT_NO_CASES: i32 = 4;
+/// `--timeout` expired (the reports hold the cases that ran).
+pub const EXIT_TIMEOUT: i32 = crate::run::live::EXIT_TIMEOUT;
 /// Set (to anything but empty or `0`), a run without TARGET is a usage error instead of
 /// a run on the built-in simulated drive: for pipelines whose drive comes from a variable.
 pub const REQUIRE_TARGET_ENV: &str = "NVTEST_REQUIRE_TARGET";
 
-/// nvtest: checks an NVMe controller against NVMe 1.2a / 1.4, case by case.
+/// nvtest: checks NVMe controllers against NVMe 1.2a / 1.4, case by case.
 #[derive(Debug, Parser)]
 #[command(
     name = "nvtest",
     version,
     args_conflicts_with_subcommands = true,
-    after_help = "Safety: the simulated drive and QEMU are disposable, every suite runs there without opt-in. \
+    after_help = "TARGET: `sim` (the built-in simulated drive, also the default without TARGET; \
+NVTEST_REQUIRE_TARGET=1 forbids that default), `sim:PROFILE`, `sim:PATH.yaml`, `qemu` (topology ns32), \
+`qemu:TOPOLOGY`, `qemu:PATH.yaml`, `qemu-linux:TOPOLOGY` (the Linux NVMe driver in a QEMU guest; runs alone), \
+`/dev/nvmeN` (a controller of the Linux NVMe driver). Several targets run in parallel, each device one case at \
+a time. A positional argument that is not a target is a filter (as `cargo test NAME`); `nvtest targets` lists \
+profiles and topologies.
+
+Exit status: 0 nothing failed, 1 a case failed or errored, 2 nvtest could not do its job, 4 no case selected, \
+124 --timeout expired, 130 / 143 interrupted by SIGINT / SIGTERM (reports are written for what ran).
+
+Safety: the simulated drive and QEMU are disposable, every suite runs there without opt-in. \
 On a drive of the Linux driver (/dev/nvmeN), destructive suites (they delete namespaces, format, write) need \
 --allow-destructive and --confirm-serial SN, and nvtest refuses while anything uses the drive (mounts, swap, \
-device-mapper or md, other processes, the root filesystem); --preserve runs only the non-destructive cases."
+device-mapper or md, other processes, another nvtest run, the root filesystem); --preserve runs only the \
+non-destructive cases."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -52,32 +67,68 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Prints the JSON Schema of suite files (generated from the suite vocabulary).
-    Schema,
+    /// Prints the JSON Schema of suite files (generated from the suite vocabulary), or
+    /// with --record that of the JSON run record.
+    Schema {
+        /// The schema of the run record `--json` writes.
+        #[arg(long)]
+        record: bool,
+    },
+    /// Lists the targets nvtest knows: simulated drive profiles and QEMU topologies.
+    Targets,
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("selection").args(["filter", "skip"]).multiple(true)))]
+#[command(group(clap::ArgGroup::new("selection").args(["filters", "skip", "positional"]).multiple(true)))]
 pub struct RunArgs {
-    /// A suite: a NAME in suites/ or a PATH.yaml; repeat for several. Default: every suite in suites/.
+    /// A suite: a NAME (in --suites-dir, then the shipped suites/) or a PATH.yaml; repeat
+    /// for several. Default: every suite of --suites-dir, or the shipped ones.
     #[arg(long = "suite", value_name = "NAME|PATH.yaml")]
     pub suites: Vec<String>,
+    /// A directory of suites looked in before the shipped ones.
+    #[arg(long, value_name = "DIR", env = "NVTEST_SUITES_DIR")]
+    pub suites_dir: Option<PathBuf>,
     /// Writes a JUnit XML report here (its directory is created).
     #[arg(long, value_name = "PATH")]
     pub junit: Option<PathBuf>,
+    /// Writes the JSON run record here (schema: `nvtest schema --record`).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
     /// Lists the cases (SUITE::CASE) without opening the target.
     #[arg(long)]
     pub list: bool,
-    /// Runs only the cases whose SUITE::CASE name contains TEXT.
-    #[arg(long, value_name = "TEXT")]
-    pub filter: Option<String>,
+    /// How cases are shown: pretty (default), terse (one character per case), json
+    /// (libtest's events); with --list, json gives one object per case.
+    #[arg(long, value_enum, value_name = "pretty|terse|json")]
+    pub format: Option<libtest_mimic::FormatSetting>,
+    /// Colours on the console: auto (default), always, never.
+    #[arg(long, value_enum, value_name = "auto|always|never")]
+    pub color: Option<libtest_mimic::ColorSetting>,
+    /// One character per case (as --format terse).
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Shows the command log of every case, passing ones too (failures always show it).
+    #[arg(long, alias = "nocapture")]
+    pub show_output: bool,
+    /// How many targets run at once (cases on one device never run concurrently).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub test_threads: Option<u32>,
+    /// Runs only the cases whose SUITE::CASE name contains TEXT; repeat for several (any
+    /// matches). On a run of several targets TARGET::SUITE::CASE matches too.
+    #[arg(long = "filter", value_name = "TEXT")]
+    pub filters: Vec<String>,
     /// With --filter or --skip: the name must equal TEXT.
     #[arg(long, requires = "selection")]
     pub exact: bool,
-    /// Known deviations of the target (e.g. fixtures/qemu/expected.yaml): a listed case that
-    /// fails as listed is an expected failure; a listed case that passes fails the run.
+    /// Leaves out the cases whose SUITE::CASE name contains TEXT (with --exact: equals it);
+    /// repeat for several.
+    #[arg(long, value_name = "TEXT")]
+    pub skip: Vec<String>,
+    /// Known deviations of targets (e.g. fixtures/qemu/expected.yaml), repeatable: a listed
+    /// case that fails as listed is an expected failure; a listed case that passes fails
+    /// the run. Each applies to the targets its `applies_to` names.
     #[arg(long, value_name = "FILE")]
-    pub expect: Option<PathBuf>,
+    pub expect: Vec<PathBuf>,
     /// On a drive of the Linux driver (/dev/nvmeN): lets destructive cases run, once the
     /// drive is found unused (not needed for sim and QEMU, which are disposable).
     #[arg(long)]
@@ -90,20 +141,124 @@ pub struct RunArgs {
     /// Runs only the non-destructive cases; destructive ones are reported as skipped.
     #[arg(long)]
     pub preserve: bool,
-    /// The device: `sim` (default: the built-in simulated drive; `NVTEST_REQUIRE_TARGET=1`
-    /// forbids the default), `sim:PROFILE`, `sim:PATH.yaml`, `qemu` (topology ns32),
-    /// `qemu:TOPOLOGY`, `qemu:PATH.yaml`, `qemu-linux:TOPOLOGY` (the Linux NVMe driver in a
-    /// QEMU guest), or `/dev/nvmeN` (a controller of the Linux NVMe driver).
-    #[arg(value_name = "TARGET", value_parser = parse_target)]
-    pub target: Option<RunTarget>,
-    /// Leaves out the cases whose SUITE::CASE name contains TEXT (with --exact: equals it);
-    /// repeat for several.
-    #[arg(long, value_name = "TEXT")]
-    pub skip: Vec<String>,
+    /// The run seed of the data patterns (printed by every run): replays a run exactly.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Runs the selected cases N times, or until a pass has a failure (`until-failure`),
+    /// each pass reported.
+    #[arg(long, value_name = "N|until-failure", value_parser = Repeat::parse, default_value = "1")]
+    pub repeat: Repeat,
+    /// Ends the run after this long (`90`, `90s`, `15m`, `2h`): the reports hold what ran,
+    /// the case cut short an error; exit status 124.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Ends a case that runs longer than this before its next command, as an error; the
+    /// device is recovered for the next case.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub case_timeout: Option<Duration>,
     /// What a run whose filters select no case does: `fail` (exit status 4, the default),
     /// `warn` (a warning, exit 0) or `pass`.
     #[arg(long, value_enum, value_name = "fail|warn|pass", default_value = "fail")]
     pub no_cases: crate::run::NoCases,
+    /// TARGET... (see below), then at most one FILTER: a name part, as `cargo test NAME`.
+    #[arg(value_name = "TARGET", value_parser = parse_positional)]
+    pub positional: Vec<Positional>,
+    /// The arguments as given (filled in by [`main_with`]).
+    #[arg(skip)]
+    pub command_line: Vec<String>,
+}
+
+/// A positional argument: a target, or a filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Positional {
+    Target(RunTarget),
+    Filter(String),
+}
+
+/// A positional argument is a target when it looks like one (a path, `sim`, `qemu`, a
+/// `KIND:…` form such as `sim:…`, `qemu:…`, `qemu-linux:…`, or a bare `nvmeN`), and
+/// must then be a valid one; anything else (case names hold `::`) is a filter. An empty
+/// argument is an error (an unset shell variable).
+pub fn parse_positional(text: &str) -> Result<Positional, String> {
+    let t = text.trim();
+    let looks_like_target = t.is_empty()
+        || t.starts_with('/')
+        || t.starts_with("./")
+        || t.starts_with("../")
+        || matches!(t, "sim" | "qemu" | "qemu-linux")
+        || (t.contains(':') && !t.contains("::"))
+        || is_controller_name(t);
+    if looks_like_target {
+        parse_target(text).map(Positional::Target)
+    } else {
+        Ok(Positional::Filter(t.to_string()))
+    }
+}
+
+/// `nvme0`, `nvme0n1`: a device name without /dev/.
+fn is_controller_name(text: &str) -> bool {
+    text.strip_prefix("nvme").is_some_and(|rest| {
+        let digits = rest.split('n').collect::<Vec<_>>();
+        !rest.is_empty()
+            && digits.len() <= 2
+            && digits.iter().all(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+impl RunArgs {
+    /// The targets given, in order.
+    pub fn targets(&self) -> Vec<RunTarget> {
+        self.positional
+            .iter()
+            .filter_map(|p| match p {
+                Positional::Target(t) => Some(t.clone()),
+                Positional::Filter(_) => None,
+            })
+            .collect()
+    }
+
+    /// Every filter: `--filter`s and the positional one.
+    pub fn filters(&self) -> Vec<String> {
+        let positional = self.positional.iter().filter_map(|p| match p {
+            Positional::Filter(f) => Some(f.clone()),
+            Positional::Target(_) => None,
+        });
+        self.filters.iter().cloned().chain(positional).collect()
+    }
+
+    /// The one target when it is a `qemu-linux` one.
+    pub fn guest_target(&self) -> Option<RunTarget> {
+        let targets = self.targets();
+        match targets.as_slice() {
+            [t @ RunTarget::Spec(TargetSpec::QemuLinux(_))] => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    /// `--filter`, `--skip`, `--exact` and the positional filter.
+    pub fn selection(&self) -> Selection {
+        Selection { filters: self.filters(), skip: self.skip.clone(), exact: self.exact }
+    }
+}
+
+/// Parses a duration: seconds (`90`, `1.5`), or with a unit `ms`, `s`, `m`, `h`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && (v * scale).is_finite() && v * scale < 1e9 => Ok(Duration::from_secs_f64(v * scale)),
+        _ => Err(format!("`{text}` is not a duration: write seconds (90) or with a unit (500ms, 90s, 15m, 2h)")),
+    }
 }
 
 /// Parses TARGET: a path (`/dev/nvme0`, `./x`) is a controller of the Linux driver,
@@ -157,17 +312,24 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let mut cli = match Cli::try_parse_from(args.clone()) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
+    cli.run.command_line = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     match cli.command {
-        Some(Command::Schema) => {
+        Some(Command::Schema { record }) => {
+            let schema = if record { crate::report::json::schema() } else { suite::json_schema() };
             // A closed stdout (`nvtest schema | head`) is not an error.
-            let _ = writeln!(std::io::stdout(), "{}", suite::json_schema());
+            let _ = writeln!(std::io::stdout(), "{schema}");
+            EXIT_OK
+        }
+        Some(Command::Targets) => {
+            let _ = write!(std::io::stdout(), "{}", crate::target::catalogue());
             EXIT_OK
         }
         None => run_suites(cli.run),
@@ -175,19 +337,36 @@ where
 }
 
 fn run_suites(args: RunArgs) -> i32 {
-    let suites = match load_suites(&args.suites) {
+    let suites = match load_suites(&args.suites, args.suites_dir.as_deref()) {
         Ok(suites) => suites,
         Err(message) => {
             eprintln!("{message}");
             return EXIT_USAGE;
         }
     };
+    let mut targets = args.targets();
     // A qemu-linux target runs nvtest inside a Linux guest (crate::guest): the guest's
     // nvtest does the work, this one boots it and brings the results back.
-    if matches!(args.target, Some(RunTarget::Spec(TargetSpec::QemuLinux(_)))) {
+    if args.guest_target().is_some() {
         return crate::guest::run(&args, &suites);
     }
-    let default_target = args.target.is_none();
+    if targets.len() > 1 {
+        if let Some(t) = targets.iter().find(|t| matches!(t, RunTarget::Spec(TargetSpec::QemuLinux(_)))) {
+            eprintln!(
+                "error: `{}` runs nvtest inside a Linux guest, a run of its own: give it as the only target",
+                t.describe()
+            );
+            return EXIT_USAGE;
+        }
+    }
+    if args.filters().len() > args.filters.len() + 1 {
+        eprintln!(
+            "error: more than one positional filter ({}): give further ones with --filter",
+            args.filters()[args.filters.len()..].join(", ")
+        );
+        return EXIT_USAGE;
+    }
+    let default_target = targets.is_empty();
     if default_target && !args.list && target_required() {
         eprintln!(
             "error: no TARGET given, and {REQUIRE_TARGET_ENV} is set: name the drive (e.g. /dev/nvme0), or `sim` for \
@@ -195,27 +374,37 @@ fn run_suites(args: RunArgs) -> i32 {
         );
         return EXIT_USAGE;
     }
+    if default_target {
+        targets.push(RunTarget::Spec(TargetSpec::SimProfile(crate::target::DEFAULT_SIM_PROFILE.to_string())));
+    }
     let options = RunOptions {
-        target: args
-            .target
-            .unwrap_or_else(|| RunTarget::Spec(TargetSpec::SimProfile(crate::target::DEFAULT_SIM_PROFILE.to_string()))),
+        targets,
         default_target,
         no_cases: args.no_cases,
         safety: SafetyOptions {
             allow_destructive: args.allow_destructive,
-            confirm_serial: args.confirm_serial,
+            confirm_serial: args.confirm_serial.clone(),
             preserve: args.preserve,
         },
-        filter: args.filter,
-        exact: args.exact,
-        skip: args.skip,
+        selection: args.selection(),
         list: args.list,
-        junit: args.junit,
+        format: args.format,
+        color: args.color,
+        quiet: args.quiet,
+        show_output: args.show_output,
+        test_threads: args.test_threads.map(|n| n as usize),
+        junit: args.junit.clone(),
+        json: args.json.clone(),
         console_file: None,
-        expect: args.expect,
+        expect: args.expect.clone(),
+        seed: args.seed,
+        repeat: args.repeat,
+        timeout: args.timeout,
+        case_timeout: args.case_timeout,
+        command_line: args.command_line.clone(),
     };
     match run::run(&suites, &options) {
-        Ok(summary) if summary.host_fault.is_some() => EXIT_USAGE,
+        Ok(summary) if !summary.host_faults.is_empty() => EXIT_USAGE,
         Ok(summary) if summary.has_failed() => EXIT_FAILED,
         Ok(_) => EXIT_OK,
         Err(e @ RunError::NoCases(_)) => {
@@ -234,9 +423,10 @@ fn target_required() -> bool {
     std::env::var_os(REQUIRE_TARGET_ENV).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
-/// Finds, loads and validates every suite asked for; the error is the full diagnostic.
-pub fn load_suites(arguments: &[String]) -> Result<Vec<LoadedSuite>, String> {
-    let files = locate::resolve(arguments, locate::suites_dir).map_err(|e| format!("error: {e}"))?;
+/// Finds, loads and validates every suite asked for (names in `own` first, then the
+/// shipped suites); the error is the full diagnostic.
+pub fn load_suites(arguments: &[String], own: Option<&std::path::Path>) -> Result<Vec<LoadedSuite>, String> {
+    let files = locate::resolve_with(arguments, own, locate::suites_dir).map_err(|e| format!("error: {e}"))?;
     let mut suites: Vec<LoadedSuite> = Vec::new();
     let mut errors = Vec::new();
     for file in files {

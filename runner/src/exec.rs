@@ -11,8 +11,11 @@ use crate::target::TargetSpec;
 use crate::topology::{ExpectedFinding, ExpectedVerdict};
 use crate::verdict::{CaseOutcome, Failure, Rule, Verdict};
 
-/// Who the device under test is: printed on every report.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Who the device under test is: printed on every report. The first five are the
+/// console's identity lines; the rest is what a sign-off sheet records (NVMe 1.4
+/// Figure 247, Identify Controller Data Structure), in the JSON record and as JUnit
+/// properties.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct DeviceIdentity {
     /// The target as given ("sim:enterprise-1.4", "qemu:ns32", "/dev/nvme0").
     pub target: String,
@@ -21,6 +24,82 @@ pub struct DeviceIdentity {
     pub serial: String,
     pub firmware: String,
     pub version: String,
+    /// VID: PCI Vendor ID, and SSVID: PCI Subsystem Vendor ID (Identify Controller).
+    pub vid: u16,
+    pub ssvid: u16,
+    /// IEEE: the IEEE OUI Identifier, as hex.
+    pub ieee_oui: String,
+    /// CNTLID: the controller's identifier in its subsystem.
+    pub cntlid: u16,
+    /// NN: Number of Namespaces.
+    pub nn: u32,
+    /// MDTS in bytes (MDTS and CAP.MPSMIN); `None`: no limit reported.
+    pub mdts_bytes: Option<u64>,
+    /// OACS: Optional Admin Command Support, and ONCS: Optional NVM Command Support.
+    pub oacs: u16,
+    pub oncs: u16,
+    /// TNVMCAP, UNVMCAP: total and unallocated NVM capacity in bytes (0 where the
+    /// controller does not report them).
+    pub tnvmcap: u128,
+    pub unvmcap: u128,
+    /// Active namespaces when the run opened the device: NSID and LBA data size.
+    pub active_namespaces: Vec<(u32, u64)>,
+    /// What the host knows beyond the controller: the PCI function of a drive of the
+    /// Linux driver (vendor, device, subsystem IDs, address, from sysfs), empty elsewhere.
+    pub pci: Vec<(String, String)>,
+}
+
+impl DeviceIdentity {
+    /// The identity as `name = value` pairs, for JUnit properties.
+    pub fn properties(&self) -> Vec<(String, String)> {
+        let mut out = vec![
+            ("target".to_string(), self.target.clone()),
+            ("model".into(), self.model.clone()),
+            ("serial".into(), self.serial.clone()),
+            ("firmware".into(), self.firmware.clone()),
+            ("nvme_version".into(), self.version.clone()),
+            ("vid".into(), format!("{:04x}", self.vid)),
+            ("ssvid".into(), format!("{:04x}", self.ssvid)),
+            ("ieee_oui".into(), self.ieee_oui.clone()),
+            ("cntlid".into(), self.cntlid.to_string()),
+            ("nn".into(), self.nn.to_string()),
+            ("mdts_bytes".into(), self.mdts_bytes.map_or("no limit".into(), |b| b.to_string())),
+            ("oacs".into(), format!("{:#06x}", self.oacs)),
+            ("oncs".into(), format!("{:#06x}", self.oncs)),
+            ("tnvmcap".into(), self.tnvmcap.to_string()),
+            ("unvmcap".into(), self.unvmcap.to_string()),
+        ];
+        let namespaces: Vec<String> =
+            self.active_namespaces.iter().map(|(nsid, size)| format!("{nsid} ({size}-byte LBAs)")).collect();
+        out.push(("active_namespaces".into(), namespaces.join(", ")));
+        out.extend(self.pci.iter().map(|(k, v)| (format!("pci.{k}"), v.clone())));
+        out
+    }
+
+    /// The identity of a device whose facts were read.
+    pub fn from_facts(target: String, facts: &Facts) -> DeviceIdentity {
+        let id = &facts.identify;
+        let ieee = id.ieee;
+        DeviceIdentity {
+            target,
+            model: id.model().to_string(),
+            serial: id.serial().to_string(),
+            firmware: id.firmware().to_string(),
+            version: facts.version.to_string(),
+            vid: id.vid,
+            ssvid: id.ssvid,
+            ieee_oui: format!("{:02x}{:02x}{:02x}", ieee[2], ieee[1], ieee[0]),
+            cntlid: facts.cntlid,
+            nn: facts.nn,
+            mdts_bytes: facts.mdts_bytes,
+            oacs: id.oacs.into_bits(),
+            oncs: id.oncs.into_bits(),
+            tnvmcap: id.tnvmcap.get(),
+            unvmcap: id.unvmcap.get(),
+            active_namespaces: facts.active_namespaces.clone(),
+            pci: Vec::new(),
+        }
+    }
 }
 
 /// A fault of the host under the target, and the case it first showed in.
@@ -49,6 +128,8 @@ pub struct Session {
     stop: Option<FaultSeen>,
     /// Cases not run because of `stop`.
     not_run: usize,
+    /// `--case-timeout`: a case still sending commands past it is stopped as an error.
+    case_timeout: Option<std::time::Duration>,
 }
 
 impl Session {
@@ -63,13 +144,7 @@ impl Session {
     /// A session on a device opened elsewhere (tests build their own simulated drives).
     pub fn with_device(target: String, mut device: Box<dyn Device>) -> Result<Session, String> {
         let facts = Facts::read(device.as_mut()).map_err(|e| format!("{target}: {e}"))?;
-        let identity = DeviceIdentity {
-            target,
-            model: facts.identify.model().to_string(),
-            serial: facts.identify.serial().to_string(),
-            firmware: facts.identify.firmware().to_string(),
-            version: facts.version.to_string(),
-        };
+        let identity = DeviceIdentity::from_facts(target, &facts);
         Ok(Session {
             spec: None,
             device,
@@ -80,11 +155,23 @@ impl Session {
             first_fault: None,
             stop: None,
             not_run: 0,
+            case_timeout: None,
         })
     }
 
     pub fn identity(&self) -> &DeviceIdentity {
         &self.identity
+    }
+
+    /// What the host says of the device beyond the controller (PCI IDs from sysfs).
+    pub fn add_host_details(&mut self, details: Vec<(String, String)>) {
+        self.identity.pci.extend(details);
+    }
+
+    /// `--case-timeout`: a case still running past `limit` stops before its next command,
+    /// as an error saying so; the device is recovered for the next case.
+    pub fn set_case_timeout(&mut self, limit: Option<std::time::Duration>) {
+        self.case_timeout = limit;
     }
 
     pub fn facts(&self) -> &Facts {
@@ -124,7 +211,9 @@ impl Session {
     /// answers. A host fault during the case makes it an error whatever the steps
     /// concluded (expected findings and advisory warnings do not apply to it); after a
     /// fault that ends the run, cases are not sent at all.
-    pub fn run_case(&mut self, case: &ExpandedCase) -> CaseOutcome {
+    ///
+    /// `seed` makes the case's data ([`case_seed`]); a run replays exactly with the same.
+    pub fn run_case(&mut self, case: &ExpandedCase, seed: u64) -> CaseOutcome {
         let start = Instant::now();
         let outcome = |verdict, log| CaseOutcome { verdict, log, duration: start.elapsed() };
         if let Some(stop) = &self.stop {
@@ -135,7 +224,7 @@ impl Session {
         if let Some(reason) = case.requires.iter().find_map(|r| self.facts.missing(r)) {
             return outcome(Verdict::Skipped(reason), Vec::new());
         }
-        let (verdict, mut log, controller_lost) = self.run_steps(case);
+        let (verdict, mut log, controller_lost) = self.run_steps(case, seed);
         let faults = self.device.host_faults();
         let host_failed = !faults.is_empty();
         let verdict = if host_failed { self.host_fault_verdict(case, verdict, &faults, &mut log) } else { verdict };
@@ -159,11 +248,11 @@ impl Session {
 
     /// The case's steps, up to the first that does not succeed: the steps' verdict, the
     /// case's log, and whether the controller stopped answering during it.
-    fn run_steps(&mut self, case: &ExpandedCase) -> (Verdict, Vec<String>, bool) {
+    fn run_steps(&mut self, case: &ExpandedCase, seed: u64) -> (Verdict, Vec<String>, bool) {
         self.cases_run += 1;
-        let seed = seed_for(&case.suite, &case.name, self.cases_run);
         let mut ctx = CaseContext::new(self.device.as_mut(), &self.facts, parse_rule(&case.rule), seed);
         ctx.blocks_needed = Some(steps::extent::blocks_needed(&case.steps));
+        ctx.deadline = self.case_timeout.map(|limit| (Instant::now() + limit, limit));
         let mut verdict = Verdict::Pass;
         for (n, step) in case.steps.iter().enumerate() {
             if let Err(e) = steps::run_step(&mut ctx, step) {
@@ -268,14 +357,21 @@ fn step_name(step: &crate::suite::model::Step) -> String {
         .unwrap_or_else(|| "step".into())
 }
 
-/// A seed that differs per case and per run, so data from an earlier case or run is never
-/// taken for this one's.
-fn seed_for(suite: &str, case: &str, n: u64) -> u64 {
+/// The seed of one case's data: from the run's seed (printed and recorded, `--seed`
+/// replays it), the case's name and the iteration (`--repeat`), so cases of one run and
+/// iterations of one case never write the same data, and a replay writes exactly the
+/// same.
+pub fn case_seed(run_seed: u64, suite: &str, case: &str, iteration: u32) -> u64 {
+    let name = xxhash_rust::xxh3::xxh3_64(format!("{suite}::{case}").as_bytes());
+    name ^ run_seed.rotate_left(17) ^ u64::from(iteration).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// A run seed when none is given: from the clock and the process, so two runs (also
+/// two at once) differ.
+pub fn fresh_run_seed() -> u64 {
     let clock =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    let mut h = xxhash_rust::xxh3::xxh3_64(format!("{suite}::{case}").as_bytes());
-    h ^= clock.rotate_left(17) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h
+    xxhash_rust::xxh3::xxh3_64(&[clock.to_le_bytes(), u64::from(std::process::id()).to_le_bytes()].concat())
 }
 
 #[cfg(test)]
@@ -349,7 +445,7 @@ expected:
         let device = FailingHost { drive, fault: Some(fault), commands: commands.clone() };
         let mut session = Session::with_device("sim:enterprise-1.4".into(), Box::new(device)).unwrap();
         session.expect_findings(crate::topology::parse_expected(FINDINGS, "f.yaml").unwrap());
-        let outcome = session.run_case(&trim_case(first));
+        let outcome = session.run_case(&trim_case(first), 1);
         assert_eq!(outcome.verdict, Verdict::Error(message.clone()));
         assert!(outcome.log.contains(&format!("host fault: {message}")), "{:?}", outcome.log);
         (session, outcome, commands)
@@ -364,7 +460,7 @@ expected:
         assert!(first.log.contains(&set_aside), "{:?}", first.log);
 
         let sent = commands.load(Ordering::Relaxed);
-        let second = session.run_case(&trim_case("deallocated-reads/blocks=8,lbads=512"));
+        let second = session.run_case(&trim_case("deallocated-reads/blocks=8,lbads=512"), 2);
         let seen = "first seen in case trim::deallocated-reads/blocks=1,lbads=512";
         assert_eq!(second.verdict, Verdict::Error(format!("not run: the host's disk is full at /x ({seen})")));
         assert_eq!(commands.load(Ordering::Relaxed), sent, "a case was sent after the disk filled up");
@@ -378,7 +474,7 @@ expected:
     fn a_fault_that_does_not_end_the_run_errors_its_case_only() {
         let gone = HostFault { message: "an image went away".into(), ends_run: false };
         let (mut session, _, _) = first_case_on_a_failing_host(gone, "range-past-nsze/lbads=512");
-        let next = session.run_case(&trim_case("deallocated-reads/blocks=8,lbads=512"));
+        let next = session.run_case(&trim_case("deallocated-reads/blocks=8,lbads=512"), 3);
         assert_eq!(next.verdict, Verdict::Pass);
         let seen = "first seen in case trim::range-past-nsze/lbads=512";
         assert_eq!(session.host_fault().unwrap(), format!("an image went away ({seen})"));

@@ -213,8 +213,11 @@ pub struct GuestRequest {
     pub topology: Topology,
     /// Suite files, already loaded and validated on the host.
     pub suites: Vec<PathBuf>,
-    pub filter: Option<String>,
+    /// `--filter` texts: cases whose name contains one are run (all when empty).
+    pub filters: Vec<String>,
     pub exact: bool,
+    /// `--seed`, handed to the guest's nvtest.
+    pub seed: Option<u64>,
     /// `--skip` texts: cases whose name contains one are left out.
     pub skip: Vec<String>,
     pub expect: Option<PathBuf>,
@@ -238,8 +241,9 @@ impl GuestRequest {
             label: format!("qemu-linux:{}", target.describe()),
             topology,
             suites,
-            filter: None,
+            filters: Vec::new(),
             exact: false,
+            seed: None,
             skip: Vec::new(),
             expect: None,
             safety: SafetyOptions::default(),
@@ -317,23 +321,17 @@ fn error(text: impl Into<String>) -> GuestError {
 /// Runs the suites of a `qemu-linux` TARGET in the guest; returns the exit status
 /// (the guest nvtest's, or 2 when the guest could not run them).
 pub fn run(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
-    let Some(target @ RunTarget::Spec(TargetSpec::QemuLinux(_))) = &args.target else {
-        eprintln!("error: guest::run needs a qemu-linux target");
+    let Some(target) = args.guest_target() else {
+        eprintln!("error: guest::run needs one qemu-linux target");
         return EXIT_USAGE;
     };
     if args.list {
         let options = RunOptions {
-            target: target.clone(),
-            safety: SafetyOptions::default(),
-            filter: args.filter.clone(),
-            exact: args.exact,
-            skip: args.skip.clone(),
+            targets: vec![target],
+            selection: args.selection(),
             list: true,
-            junit: None,
-            console_file: None,
-            expect: None,
-            default_target: false,
-            no_cases: Default::default(),
+            format: args.format,
+            ..RunOptions::default()
         };
         return match crate::run::list(suites, &options) {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
@@ -369,14 +367,24 @@ pub fn run(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
 /// options and JUnit path, the timeouts and setup of the environment
 /// (`NVTEST_GUEST_BOOT_TIMEOUT`, `NVTEST_GUEST_TIMEOUT`, `NVTEST_GUEST_SETUP`).
 pub fn request_from_args(args: &RunArgs, suites: &[LoadedSuite]) -> Result<GuestRequest, String> {
-    let Some(RunTarget::Spec(TargetSpec::QemuLinux(target))) = &args.target else {
+    let Some(RunTarget::Spec(TargetSpec::QemuLinux(target))) = args.guest_target() else {
         return Err("the target is not a qemu-linux target".into());
     };
-    let mut request = GuestRequest::new(target, suites.iter().map(|s| s.path.clone()).collect())?;
-    request.filter = args.filter.clone();
+    let mut request = GuestRequest::new(&target, suites.iter().map(|s| s.path.clone()).collect())?;
+    request.filters = args.filters();
     request.exact = args.exact;
     request.skip = args.skip.clone();
-    request.expect = args.expect.clone();
+    request.expect = match args.expect.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        _ => return Err("a qemu-linux run takes one --expect file".into()),
+    };
+    if args.json.is_some() {
+        return Err(
+            "--json is not available for a qemu-linux target yet: its record stays in the guest; use --junit".into()
+        );
+    }
+    request.seed = args.seed;
     request.safety = SafetyOptions {
         allow_destructive: args.allow_destructive,
         confirm_serial: args.confirm_serial.clone(),
@@ -534,14 +542,17 @@ fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
         files.push((rel, text));
     }
     args.extend(["--junit".to_string(), format!("{GUEST_DIR}/junit.xml")]);
-    if let Some(filter) = &request.filter {
+    for filter in &request.filters {
         args.extend(["--filter".to_string(), filter.clone()]);
-        if request.exact {
-            args.push("--exact".into());
-        }
     }
     for skip in &request.skip {
         args.extend(["--skip".to_string(), skip.clone()]);
+    }
+    if request.exact && !(request.filters.is_empty() && request.skip.is_empty()) {
+        args.push("--exact".into());
+    }
+    if let Some(seed) = request.seed {
+        args.extend(["--seed".to_string(), seed.to_string()]);
     }
     if let Some(path) = &request.expect {
         let findings = load_expected(path).map_err(error)?;

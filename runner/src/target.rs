@@ -272,6 +272,27 @@ impl Device for QemuDevice {
     }
 }
 
+/// What `nvtest targets` prints: every built-in simulated drive profile and QEMU
+/// topology with its description, and the other target forms.
+pub fn catalogue() -> String {
+    let mut out = String::from("simulated drives (sim:PROFILE, or sim:PATH.yaml for a profile of your own):\n");
+    for name in Profile::builtin_names() {
+        let what = Profile::builtin(name).map(|p| p.description).unwrap_or_else(|e| format!("(does not load: {e})"));
+        let default = if name == DEFAULT_SIM_PROFILE { " [default: `sim`, and no TARGET]" } else { "" };
+        out.push_str(&format!("  sim:{name}{default}\n      {what}\n"));
+    }
+    out.push_str("QEMU topologies (qemu:TOPOLOGY, qemu-linux:TOPOLOGY through the Linux driver in a guest, or qemu:PATH.yaml):\n");
+    for name in crate::topology::Topology::builtin_names() {
+        let what = crate::topology::Topology::builtin(name)
+            .map(|t| t.description)
+            .unwrap_or_else(|e| format!("(does not load: {e})"));
+        let default = if name == DEFAULT_TOPOLOGY { " [default: `qemu`]" } else { "" };
+        out.push_str(&format!("  qemu:{name}{default}\n      {what}\n"));
+    }
+    out.push_str("drives of the Linux NVMe driver:\n  /dev/nvmeN (destructive suites need --allow-destructive and --confirm-serial SN)\n");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1007,6 +1007,10 @@ pub struct ExpectedFinding {
     /// The verdict the case gets there: a failure, or an error when the target itself
     /// dies on it (QEMU aborting on a command).
     pub verdict: ExpectedVerdict,
+    /// The file's `applies_to`: the targets the whole file describes (a kind, `sim`,
+    /// `qemu`, `qemu-linux`, or a target as written); empty: every target of the run,
+    /// which a run of several targets refuses.
+    pub file_scope: Vec<String>,
 }
 
 /// The verdict an expected finding has.
@@ -1021,15 +1025,25 @@ pub enum ExpectedVerdict {
 impl ExpectedFinding {
     /// Whether this finding is expected of `target` (as [`crate::target::TargetSpec::describe`] writes it).
     pub fn applies_to(&self, target: &str) -> bool {
-        self.targets.is_empty() || self.targets.iter().any(|t| t == target)
+        let in_scope = self.file_scope.is_empty() || self.file_scope.iter().any(|p| scope_matches(p, target));
+        in_scope && (self.targets.is_empty() || self.targets.iter().any(|t| t == target))
     }
+}
+
+/// Whether an `applies_to` entry names `target`: the same target, or its kind (`qemu`
+/// names every `qemu:…` target, `sim` every `sim:…`, `qemu-linux` every `qemu-linux:…`).
+pub fn scope_matches(pattern: &str, target: &str) -> bool {
+    pattern == target
+        || (matches!(pattern, "sim" | "qemu" | "qemu-linux")
+            && target.strip_prefix(pattern).is_some_and(|rest| rest.starts_with(':')))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ExpectedFile {
-    #[allow(dead_code)]
     target: Spanned<String>,
+    #[serde(default)]
+    applies_to: Vec<Spanned<String>>,
     expected: Vec<Spanned<ExpectedEntry>>,
 }
 
@@ -1072,6 +1086,21 @@ pub fn parse_expected(text: &str, origin: &str) -> Result<Vec<ExpectedFinding>, 
             &file.target.referenced,
             "target is empty; say which target and version the findings are of".into(),
         ));
+    }
+    let mut file_scope = Vec::new();
+    for pattern in &file.applies_to {
+        let text = pattern.value.trim();
+        let kind = matches!(text, "sim" | "qemu" | "qemu-linux");
+        if !kind && (text.is_empty() || (crate::target::TargetSpec::parse(text).is_err() && !text.starts_with('/'))) {
+            return Err(err(
+                &pattern.referenced,
+                format!(
+                    "applies_to `{text}` is not a target: write a kind (`sim`, `qemu`, `qemu-linux`) or a target as \
+                     on the command line, e.g. `qemu:ns32`, `/dev/nvme0`"
+                ),
+            ));
+        }
+        file_scope.push(text.to_string());
     }
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut out = Vec::new();
@@ -1125,6 +1154,7 @@ pub fn parse_expected(text: &str, origin: &str) -> Result<Vec<ExpectedFinding>, 
             rule: e.rule.value.trim().to_string(),
             targets,
             verdict: e.verdict,
+            file_scope: file_scope.clone(),
         });
     }
     Ok(out)

@@ -34,12 +34,13 @@ fn session(profile: Profile) -> Session {
 #[test]
 fn a_listed_failure_is_expected_and_a_listed_pass_is_not() {
     let quirky = Profile::builtin("enterprise-1.4").unwrap().with_quirk(Quirk::AttachTwiceSucceeds);
-    let outcome = session(quirky).run_case(&case("attach-already-attached"));
+    let outcome = session(quirky).run_case(&case("attach-already-attached"), nvtest::exec::fresh_run_seed());
     match outcome.verdict {
         Verdict::ExpectedFailure { reason, .. } => assert_eq!(reason, "attaches twice"),
         other => panic!("expected an expected failure, got {other:?}"),
     }
-    let outcome = session(Profile::builtin("enterprise-1.4").unwrap()).run_case(&case("attach-already-attached"));
+    let outcome = session(Profile::builtin("enterprise-1.4").unwrap())
+        .run_case(&case("attach-already-attached"), nvtest::exec::fresh_run_seed());
     assert!(matches!(outcome.verdict, Verdict::UnexpectedPass { .. }), "{:?}", outcome.verdict);
     assert!(outcome.verdict.is_failure());
 }
@@ -47,6 +48,6 @@ fn a_listed_failure_is_expected_and_a_listed_pass_is_not() {
 #[test]
 fn unlisted_cases_keep_their_verdict() {
     let quirky = Profile::builtin("enterprise-1.4").unwrap().with_quirk(Quirk::DetachUnattachedSucceeds);
-    let outcome = session(quirky).run_case(&case("detach-not-attached"));
+    let outcome = session(quirky).run_case(&case("detach-not-attached"), nvtest::exec::fresh_run_seed());
     assert!(matches!(outcome.verdict, Verdict::Fail(_)), "{:?}", outcome.verdict);
 }

@@ -165,7 +165,7 @@ fn run_garbled(profile: &str, seed: u64, percent: u64) -> Result<(), TestCaseErr
         }
     };
     for case in suites.iter().flat_map(|s| &s.cases) {
-        catch_unwind(AssertUnwindSafe(|| session.run_case(case))).map_err(|_| {
+        catch_unwind(AssertUnwindSafe(|| session.run_case(case, nvtest::exec::fresh_run_seed()))).map_err(|_| {
             TestCaseError::fail(format!("{} panicked on garbled answers (seed {seed:#x}, {percent} %)", case.name))
         })?;
     }

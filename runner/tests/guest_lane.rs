@@ -157,7 +157,7 @@ fn qemu_run(suite: &str) -> BTreeMap<String, (Kind, String)> {
     let loaded = load_file(&suite_path(suite), Some(suite)).unwrap_or_else(|e| panic!("{e}"));
     let mut out = BTreeMap::new();
     for case in &loaded.cases {
-        let outcome = session.run_case(case);
+        let outcome = session.run_case(case, nvtest::exec::fresh_run_seed());
         let message = match &outcome.verdict {
             Verdict::Fail(f) | Verdict::Warning(f) => f.to_string(),
             Verdict::Error(e) => e.clone(),
@@ -310,7 +310,7 @@ fn the_command_line_runs_both_suites_in_the_guest_with_the_lanes_expected_findin
         .map(String::from)
         .chain([expect.display().to_string(), "--junit".into(), junit.display().to_string(), "qemu-linux:ns32".into()]);
     let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{e}"));
-    let suites = load_suites(&cli.run.suites).unwrap_or_else(|e| panic!("{e}"));
+    let suites = load_suites(&cli.run.suites, None).unwrap_or_else(|e| panic!("{e}"));
     // What `nvtest … qemu-linux:ns32` runs (nvtest::guest::run), without echoing the
     // guest's console into cargo's.
     let mut request = nvtest::guest::request_from_args(&cli.run, &suites).unwrap_or_else(|e| panic!("{e}"));

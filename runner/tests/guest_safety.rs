@@ -146,7 +146,7 @@ fn the_checksums_see_a_raw_write_on_a_mounted_namespace() {
     let setup = vec![SetupStep::Mount(1), SetupStep::Checksum(1), SetupStep::RawWrite(1)];
     let outcome = run(setup, |r| {
         r.safety.preserve = true;
-        r.filter = Some("identify-controller".into());
+        r.filters = vec!["identify-controller".into()];
     });
     assert!(outcome.stages.iter().any(|s| s.starts_with("wrote LBA 0 of NSID 1")), "{:?}", outcome.stages);
     let before = outcome.checksums.iter().find(|c| c.when == "before").expect("a before checksum");
@@ -244,7 +244,7 @@ fn bad_targets_on_a_real_kernel_get_one_line_and_exit_2() {
     // The run itself only needs to happen: one read-only case.
     let outcome = run(setup, |r| {
         r.safety.preserve = true;
-        r.filter = Some("identify-controller".into());
+        r.filters = vec!["identify-controller".into()];
     });
     unchanged(&outcome.checksums);
     for (step, names) in &bad {

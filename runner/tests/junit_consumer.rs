@@ -9,7 +9,8 @@ use std::process::Command;
 use std::time::{Duration, UNIX_EPOCH};
 
 use nvtest::exec::DeviceIdentity;
-use nvtest::report::{junit, CaseResult, Counts, RunResults};
+use nvtest::report::meta::RunMeta;
+use nvtest::report::{junit, CaseResult, Counts, RunRecord, RunResults};
 use nvtest::suite::SuiteInfo;
 use nvtest::verdict::{CaseOutcome, Failure, Rule, Verdict};
 use quick_xml::events::Event;
@@ -33,7 +34,7 @@ fn results() -> RunResults {
         log: log.iter().map(|l| l.to_string()).collect(),
         duration: Duration::from_millis(ms),
     };
-    let case = |suite: &str, case: &str, outcome| CaseResult { suite: suite.into(), case: case.into(), outcome };
+    let case = |suite: &str, case: &str, outcome| CaseResult::new(suite, case, outcome);
     RunResults {
         identity: DeviceIdentity {
             target: "sim:enterprise-1.4".into(),
@@ -41,6 +42,7 @@ fn results() -> RunResults {
             serial: "SN-0001".into(),
             firmware: "1.0\u{1b}[0m".into(),
             version: "1.4".into(),
+            ..Default::default()
         },
         started: UNIX_EPOCH + Duration::from_secs(1_800_000_000),
         suites: vec![
@@ -100,8 +102,14 @@ fn results() -> RunResults {
 fn write_report(dir: &Path) -> (std::path::PathBuf, Counts) {
     let results = results();
     let path = dir.join("reports/junit.xml");
-    junit::write(&path, &results).expect("the JUnit report is written");
-    (path, results.counts())
+    let counts = results.counts();
+    let record = RunRecord {
+        meta: RunMeta::now(vec!["nvtest".into(), "--junit".into(), path.display().to_string()], 42, "1".into()),
+        targets: vec![results],
+        interrupted: None,
+    };
+    junit::write(&path, &record).expect("the JUnit report is written");
+    (path, counts)
 }
 
 const READER: &str = r#"
@@ -119,6 +127,7 @@ for suite in xml:
             "kinds": [type(r).__name__ for r in results],
             "types": [r.type for r in results],
             "system_out": case.system_out,
+            "system_err": case.system_err,
         })
     suites.append({
         "name": suite.name,
@@ -215,7 +224,19 @@ fn junitparser_reads_the_counts_the_run_had() {
     assert_eq!(failed["system_out"], "DSM NSID 1 <past end> -> Successful Completion\n", "the log is system-out");
     let expected_failure = &seen["suites"][1]["cases"][1];
     assert_eq!(expected_failure["kinds"], serde_json::json!([]), "an expected failure is a success");
-    assert!(expected_failure["system_out"].as_str().unwrap().starts_with("expected failure (quirk nsid-reuse)"));
+    let shown = expected_failure["system_err"].as_str().unwrap();
+    assert!(
+        shown.starts_with(
+            "EXPECTED FAILURE (a deviation this target is known for, counted as passed: quirk nsid-reuse)"
+        ),
+        "an expected failure is visible to a consumer: {shown}"
+    );
+    for suite in seen["suites"].as_array().unwrap() {
+        let properties = &suite["properties"];
+        assert_eq!(properties["nvtest.seed"], "42", "the run's metadata is in every testsuite");
+        assert!(properties["nvtest.command_line"].as_str().unwrap().starts_with("nvtest --junit "));
+        assert!(properties["expected_failures"].is_string() && properties["warnings"].is_string());
+    }
 }
 
 /// Per `<testsuite>`: its attributes and what its `<testcase>` children hold.
@@ -282,7 +303,9 @@ fn the_xml_structure_is_consistent() {
             (Some("testcase"), "failure") => suites.last_mut().unwrap().failures += 1,
             (Some("testcase"), "error") => suites.last_mut().unwrap().errors += 1,
             (Some("testcase"), "skipped") => suites.last_mut().unwrap().skipped += 1,
-            (Some("testsuite"), "properties") | (Some("testcase"), "system-out") => {}
+            (Some("testsuite" | "testcase"), "properties")
+            | (Some("testcase"), "system-out")
+            | (Some("testcase"), "system-err") => {}
             (parent, name) => panic!("unexpected <{name}> inside {parent:?}"),
         }
         if !empty {

@@ -53,7 +53,7 @@ fn both_suites_hold_on_namespaces_that_carry_metadata() {
     let (mut passed, mut skipped) = (Vec::new(), Vec::new());
     for name in ["namespaces", "trim"] {
         for case in suite(name).cases {
-            let outcome = s.run_case(&case);
+            let outcome = s.run_case(&case, nvtest::exec::fresh_run_seed());
             match &outcome.verdict {
                 Verdict::Pass => passed.push(format!("{name}::{}", case.name)),
                 Verdict::Skipped(reason) => skipped.push(format!("{name}::{}: {reason}", case.name)),
@@ -84,7 +84,7 @@ fn a_drive_that_drops_separate_metadata_fails_naming_the_metadata_rule() {
     let mut s = session(metadata_only().with_quirk(Quirk::MetadataNotKept));
     let trim = suite("trim");
     let case = trim.cases.iter().find(|c| c.name == "deallocated-reads/blocks=8,lbads=512").unwrap();
-    match s.run_case(case).verdict {
+    match s.run_case(case, nvtest::exec::fresh_run_seed()).verdict {
         Verdict::Fail(f) => {
             assert!(f.rule.to_string().contains("§8.2 Metadata Region"), "{f}");
             assert!(f.observed.contains("8-byte metadata (separate buffer) of LBA"), "{f}");
@@ -99,7 +99,7 @@ fn a_drive_that_drops_separate_metadata_fails_naming_the_metadata_rule() {
         provisioned(vec![namespace(4096, 8, true, 65536), namespace(512, 8, true, 65536)])
             .with_quirk(Quirk::MetadataNotKept),
     );
-    let outcome = s.run_case(case);
+    let outcome = s.run_case(case, nvtest::exec::fresh_run_seed());
     assert_eq!(outcome.verdict, Verdict::Pass, "{:#?}", outcome.log);
 }
 
@@ -115,7 +115,7 @@ fn metadata_free_namespaces_are_preferred_and_metadata_is_still_carried_when_not
     let mut s = session(profile);
     let trim = suite("trim");
     let one = trim.cases.iter().find(|c| c.name == "write-zeroes/blocks=1,lbads=512").unwrap();
-    let outcome = s.run_case(one);
+    let outcome = s.run_case(one, nvtest::exec::fresh_run_seed());
     assert_eq!(outcome.verdict, Verdict::Pass, "{:#?}", outcome.log);
     assert!(
         outcome.log.iter().any(|l| l.starts_with("Write NSID 2 ")),
@@ -123,7 +123,7 @@ fn metadata_free_namespaces_are_preferred_and_metadata_is_still_carried_when_not
         outcome.log
     );
     let two = trim.cases.iter().find(|c| c.name == "other-namespace-untouched/lbads=512").unwrap();
-    let outcome = s.run_case(two);
+    let outcome = s.run_case(two, nvtest::exec::fresh_run_seed());
     assert_eq!(outcome.verdict, Verdict::Pass, "{:#?}", outcome.log);
 }
 
@@ -132,7 +132,7 @@ fn namespaces_too_small_for_a_case_are_a_skip_naming_what_was_looked_at() {
     let mut s = session(provisioned(vec![namespace(512, 0, false, 1000), namespace(4096, 8, true, 2000)]));
     let trim = suite("trim");
     let case = trim.cases.iter().find(|c| c.name == "deallocated-reads/blocks=8,lbads=512").unwrap();
-    match s.run_case(case).verdict {
+    match s.run_case(case, nvtest::exec::fresh_run_seed()).verdict {
         Verdict::Skipped(reason) => {
             // The case writes LBAs 0 to 1023: that, not the 65536 blocks it would create,
             // is what an existing namespace must hold.

@@ -36,7 +36,7 @@ fn run_suites(target: &str) -> BTreeMap<String, Verdict> {
         let loaded = load_file(&path, Some(suite)).unwrap_or_else(|e| panic!("{e}"));
         for case in &loaded.cases {
             let name = format!("{}::{}", case.suite, case.name);
-            let outcome = session.run_case(case);
+            let outcome = session.run_case(case, nvtest::exec::fresh_run_seed());
             match &outcome.verdict {
                 Verdict::Pass => println!("{target} {name}: pass"),
                 v => {

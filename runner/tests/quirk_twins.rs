@@ -168,7 +168,7 @@ fn clean_profiles_pass_both_suites() {
         let mut passed = 0;
         for name in SUITES {
             for case in suite(name).cases {
-                let outcome = s.run_case(&case);
+                let outcome = s.run_case(&case, nvtest::exec::fresh_run_seed());
                 match &outcome.verdict {
                     Verdict::Pass => passed += 1,
                     Verdict::Skipped(_) => {}
@@ -191,7 +191,7 @@ fn each_quirk_fails_its_cases_naming_the_rule() {
         for case in suite(suite_name).cases.iter().filter(|c| selects(case_name, c)) {
             let profile = Profile::builtin("enterprise-1.4").unwrap().with_quirk(quirk);
             let mut s = session(profile);
-            let outcome = s.run_case(case);
+            let outcome = s.run_case(case, nvtest::exec::fresh_run_seed());
             let who = format!("{suite_name}::{} with quirk {quirk_name}", case.name);
             match &outcome.verdict {
                 // An advisory case reports its violation as a warning, naming the rule all the same.
@@ -233,13 +233,13 @@ fn namespaces_as_found_judges_a_provisioned_drive_read_only() {
     let case = namespaces.cases.iter().find(|c| c.name == "namespaces-as-found").unwrap();
     assert!(!case.destructive, "the case runs under --preserve");
     let mut clean = session(provisioned());
-    let outcome = clean.run_case(case);
+    let outcome = clean.run_case(case, nvtest::exec::fresh_run_seed());
     assert_eq!(outcome.verdict, Verdict::Pass, "{:#?}", outcome.log);
     for (quirk, rule_fragment) in
         [(Quirk::NnUnderstated, "CNS 02h"), (Quirk::DuplicateNguid, "§7.11 Unique Identifier")]
     {
         let mut s = session(provisioned().with_quirk(quirk));
-        match s.run_case(case).verdict {
+        match s.run_case(case, nvtest::exec::fresh_run_seed()).verdict {
             Verdict::Fail(f) => assert!(f.rule.to_string().contains(rule_fragment), "{quirk:?}: {f}"),
             other => panic!("{quirk:?}: expected a failure, got {other:?}"),
         }
@@ -266,13 +266,13 @@ fn an_nsze_that_disagrees_with_the_range_checks_is_named() {
     assert!(!cases.is_empty());
     for case in &cases {
         let mut clean = session(fixed());
-        let outcome = clean.run_case(case);
+        let outcome = clean.run_case(case, nvtest::exec::fresh_run_seed());
         assert!(matches!(outcome.verdict, Verdict::Pass | Verdict::Skipped(_)), "{}: {:?}", case.name, outcome.verdict);
         if outcome.verdict != Verdict::Pass {
             continue;
         }
         let mut s = session(fixed().with_quirk(Quirk::NszeUnderstated));
-        match s.run_case(case).verdict {
+        match s.run_case(case, nvtest::exec::fresh_run_seed()).verdict {
             Verdict::Fail(f) => {
                 assert!(f.rule.section.contains("NSZE"), "{}: {f}", case.name);
                 assert!(f.observed.contains("range checks are those of a namespace of"), "{}: {f}", case.name);
@@ -298,11 +298,11 @@ fn trim_follows_dlfeat_ones() {
     let trim = suite("trim");
     let mut judged = 0;
     for case in trim.cases.iter().filter(|c| ["deallocated-reads", "whole-namespace"].contains(&base_name(c))) {
-        let outcome = clean.run_case(case);
+        let outcome = clean.run_case(case, nvtest::exec::fresh_run_seed());
         assert_eq!(outcome.verdict, Verdict::Pass, "{}: {:#?}", case.name, outcome.log);
-        let outcome = kept.run_case(case);
+        let outcome = kept.run_case(case, nvtest::exec::fresh_run_seed());
         assert_eq!(outcome.verdict, Verdict::Pass, "{} keeping the data: {:#?}", case.name, outcome.log);
-        match wrong.run_case(case).verdict {
+        match wrong.run_case(case, nvtest::exec::fresh_run_seed()).verdict {
             Verdict::Fail(f) => {
                 assert!(f.expected.contains("all ones"), "{}: {f}", case.name);
                 assert!(
@@ -345,7 +345,7 @@ fn advisory_deallocation_passes_the_trim_suite() {
         let mut noted = Vec::new();
         let mut exact_note_seen = quirk != Quirk::StaleAfterDeallocate;
         for case in &trim.cases {
-            let outcome = s.run_case(case);
+            let outcome = s.run_case(case, nvtest::exec::fresh_run_seed());
             match &outcome.verdict {
                 Verdict::Pass => passed += 1,
                 Verdict::Skipped(_) => {}

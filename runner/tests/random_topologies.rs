@@ -111,7 +111,7 @@ fn run(path: &Path, findings: &[ExpectedFinding]) -> Vec<String> {
         let loaded = load_file(&repo().join("suites").join(format!("{suite}.yaml")), Some(suite)).unwrap();
         for case in &loaded.cases {
             let name = format!("{}::{}", case.suite, case.name);
-            let outcome = session.run_case(case);
+            let outcome = session.run_case(case, nvtest::exec::fresh_run_seed());
             match &outcome.verdict {
                 Verdict::Pass => passed += 1,
                 Verdict::Skipped(_) | Verdict::Warning(_) => skipped += 1,

@@ -4,9 +4,8 @@
 
 use std::path::PathBuf;
 
-use libtest_mimic::Arguments;
 use nvme::linux::fake::FakeTree;
-use nvtest::run::{run_on, RunError, RunOptions, RunTarget};
+use nvtest::run::{run_on, RunError, RunOptions, RunTarget, Selection};
 use nvtest::safety::{destructive_cases, gate, GateError, SafetyOptions};
 use nvtest::suite::{ExpandedCase, LoadedSuite, SuiteInfo};
 
@@ -270,30 +269,24 @@ fn views_that_cannot_be_read_refuse_the_run() {
 #[test]
 fn filter_and_preserve_decide_which_destructive_cases_run() {
     let suites = [suite("namespaces", true, &["create", "delete"]), suite("basics", false, &["identify"])];
-    let all = Arguments::default();
+    let select = |s: Selection| move |c: &ExpandedCase| s.selects(c, None);
+    let all = select(Selection::default());
     let names =
         |cases: Vec<&ExpandedCase>| cases.iter().map(|c| format!("{}::{}", c.suite, c.name)).collect::<Vec<_>>();
     assert_eq!(names(destructive_cases(&suites, &all, false)), ["namespaces::create", "namespaces::delete"]);
     assert!(destructive_cases(&suites, &all, true).is_empty());
-    let filtered = Arguments { filter: Some("basics".into()), ..Arguments::default() };
+    let filtered = select(Selection { filters: vec!["basics".into()], ..Selection::default() });
     assert!(destructive_cases(&suites, &filtered, false).is_empty());
-    let one = Arguments { filter: Some("namespaces::delete".into()), exact: true, ..Arguments::default() };
+    let one = select(Selection { filters: vec!["namespaces::delete".into()], exact: true, ..Selection::default() });
     assert_eq!(names(destructive_cases(&suites, &one, false)), ["namespaces::delete"]);
 }
 
 fn options(target: RunTarget, safety: SafetyOptions, dir: &tempfile::TempDir) -> RunOptions {
     RunOptions {
-        target,
+        targets: vec![target],
         safety,
-        filter: None,
-        exact: false,
-        skip: Vec::new(),
-        list: false,
-        junit: None,
         console_file: Some(dir.path().join("console.txt")),
-        expect: None,
-        default_target: false,
-        no_cases: Default::default(),
+        ..RunOptions::default()
     }
 }
 
@@ -465,7 +458,7 @@ impl nvtest::run::CaseRunner for Counting {
         nvtest::exec::DeviceIdentity::default()
     }
 
-    fn run_case(&mut self, case: &ExpandedCase) -> nvtest::verdict::CaseOutcome {
+    fn run_case(&mut self, case: &ExpandedCase, _seed: u64) -> nvtest::verdict::CaseOutcome {
         self.0.push(format!("{}::{}", case.suite, case.name));
         nvtest::verdict::CaseOutcome {
             verdict: nvtest::verdict::Verdict::Pass,
@@ -484,12 +477,12 @@ fn a_loop_device_set_up_mid_run_stops_the_destructive_cases_of_the_next_suite() 
     let refs: Vec<&ExpandedCase> = first.iter().collect();
     let guard = gate(&t.host(), &t.node("nvme0"), &refs, &allowed()).unwrap();
     let mut runner = Rechecked::new(Counting(Vec::new()), guard);
-    assert_eq!(runner.run_case(&first[0]).verdict, Verdict::Pass);
+    assert_eq!(runner.run_case(&first[0], 0).verdict, Verdict::Pass);
     // Set up while the first suite runs: seen before the next suite, not mid-suite.
     let backing = t.node("nvme0n1");
     t.loop_device(0, &backing).unwrap();
-    assert_eq!(runner.run_case(&first[1]).verdict, Verdict::Pass);
-    let destructive = runner.run_case(&case("trim", "deallocate", true));
+    assert_eq!(runner.run_case(&first[1], 0).verdict, Verdict::Pass);
+    let destructive = runner.run_case(&case("trim", "deallocate", true), 0);
     match &destructive.verdict {
         Verdict::Error(e) => assert!(
             e.contains("destructive case not run: the safety gate's check before suite `trim` found the drive in use")
@@ -500,6 +493,6 @@ fn a_loop_device_set_up_mid_run_stops_the_destructive_cases_of_the_next_suite() 
         other => panic!("expected an error, got {other:?}"),
     }
     // Read-only cases still run; later destructive ones stay stopped.
-    assert_eq!(runner.run_case(&case("trim", "identify", false)).verdict, Verdict::Pass);
-    assert!(matches!(runner.run_case(&case("basics", "format", true)).verdict, Verdict::Error(_)));
+    assert_eq!(runner.run_case(&case("trim", "identify", false), 0).verdict, Verdict::Pass);
+    assert!(matches!(runner.run_case(&case("basics", "format", true), 0).verdict, Verdict::Error(_)));
 }

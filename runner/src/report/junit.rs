@@ -1,9 +1,15 @@
-//! JUnit XML for CI (quick-junit): one `<testsuite>` per suite with the device identity and
-//! the suite's spec references as properties, one `<testcase>` per case that ran
-//! (classname = suite, name = case). Fail and unexpected pass are `<failure>` (type = the
-//! rule's spec section), error verdicts `<error>`, skips `<skipped>` with the reason; an
-//! expected failure is a success whose system-out says so. Every case's log is its
-//! system-out. Written atomically: a temporary file beside the target, then a rename.
+//! JUnit XML for CI (quick-junit): one `<testsuite>` per (target, suite) — named as the
+//! suite on a run of one target, `SUITE @ TARGET` on a run of several — with the run's
+//! metadata (nvtest version and commit, command line, host, kernel, seed, input files and
+//! their SHA-256), the device identity, the suite's spec references and its counts
+//! (warnings and expected failures too) as properties, and one `<testcase>` per case that
+//! ran (classname = the testsuite's name, name = case, `CASE #N` for pass N of
+//! `--repeat`). Fail and unexpected pass are `<failure>` (type = the rule's spec
+//! section), error verdicts `<error>`, skips `<skipped>` with the reason. An expected
+//! failure and a warning are successes that show what they are: a `verdict` property
+//! on the testcase and the failure in its system-err. Every case's log is its
+//! system-out. A run cut short says so in a property of every testsuite. Written
+//! atomically: a temporary file beside the target, then a rename.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,58 +18,91 @@ use std::time::UNIX_EPOCH;
 use chrono::{DateTime, FixedOffset};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::{CaseResult, RunResults};
+use super::{CaseResult, RunRecord, RunResults};
 use crate::verdict::{CaseOutcome, Verdict};
 
-/// Builds the report; its counts equal [`RunResults::counts`].
-pub fn report(results: &RunResults) -> Report {
+/// Builds the report; its counts equal [`RunRecord::counts`].
+pub fn report(run: &RunRecord) -> Report {
     let mut report = Report::new("nvtest");
-    let started = timestamp(results);
+    let first = run.targets.first();
+    let started = first.and_then(timestamp);
     if let Some(started) = started {
         report.set_timestamp(started);
     }
-    report.set_time(results.duration());
-    for info in &results.suites {
-        let mut suite = TestSuite::new(info.name.as_str());
-        if let Some(started) = started {
-            suite.set_timestamp(started);
+    report.set_time(run.targets.iter().map(RunResults::duration).sum());
+    let several = run.targets.len() > 1;
+    let repeated = run.repeated();
+    for results in &run.targets {
+        for info in &results.suites {
+            let name = if several { format!("{} @ {}", info.name, results.identity.target) } else { info.name.clone() };
+            let mut suite = TestSuite::new(name.as_str());
+            if let Some(started) = timestamp(results) {
+                suite.set_timestamp(started);
+            }
+            suite.add_properties(run.meta.properties().into_iter().map(|(k, v)| Property::new(k, v)));
+            if let Some(why) = &run.interrupted {
+                suite.add_property(Property::new("nvtest.interrupted", why.as_str()));
+            }
+            suite.add_properties(results.identity.properties().into_iter().map(|(k, v)| Property::new(k, v)));
+            suite.add_properties([
+                Property::new("title", info.title.as_str()),
+                Property::new("destructive", info.destructive.to_string()),
+            ]);
+            for (i, spec) in info.spec.iter().enumerate() {
+                suite.add_property(Property::new(format!("spec.{}", i + 1), spec.as_str()));
+            }
+            let cases: Vec<&CaseResult> = results.cases_of(&info.name).collect();
+            let warnings = cases.iter().filter(|c| matches!(c.outcome.verdict, Verdict::Warning(_))).count();
+            let expected =
+                cases.iter().filter(|c| matches!(c.outcome.verdict, Verdict::ExpectedFailure { .. })).count();
+            suite.add_properties([
+                Property::new("warnings", warnings.to_string()),
+                Property::new("expected_failures", expected.to_string()),
+            ]);
+            suite.set_time(cases.iter().map(|c| c.outcome.duration).sum());
+            suite.add_test_cases(cases.into_iter().map(|c| test_case(c, &name, repeated)));
+            report.add_test_suite(suite);
         }
-        let identity = &results.identity;
-        suite.add_properties([
-            Property::new("target", identity.target.as_str()),
-            Property::new("model", identity.model.as_str()),
-            Property::new("serial", identity.serial.as_str()),
-            Property::new("firmware", identity.firmware.as_str()),
-            Property::new("nvme_version", identity.version.as_str()),
-            Property::new("title", info.title.as_str()),
-            Property::new("destructive", info.destructive.to_string()),
-        ]);
-        for (i, spec) in info.spec.iter().enumerate() {
-            suite.add_property(Property::new(format!("spec.{}", i + 1), spec.as_str()));
-        }
-        let cases: Vec<&CaseResult> = results.cases_of(&info.name).collect();
-        suite.set_time(cases.iter().map(|c| c.outcome.duration).sum());
-        suite.add_test_cases(cases.into_iter().map(test_case));
-        report.add_test_suite(suite);
     }
     report
 }
 
 /// Writes the report to `path`, creating its directory; atomically, so a reader never
 /// sees half a file. The error is one line.
-pub fn write(path: &Path, results: &RunResults) -> Result<(), String> {
-    let xml = report(results).to_string().map_err(|e| format!("cannot serialize the JUnit report: {e}"))?;
+pub fn write(path: &Path, run: &RunRecord) -> Result<(), String> {
+    let xml = report(run).to_string().map_err(|e| format!("cannot serialize the JUnit report: {e}"))?;
     write_atomically(path, xml.as_bytes()).map_err(|e| format!("cannot write the JUnit report {}: {e}", path.display()))
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Checks, before anything is opened, that a report can be written at `path`: its
+/// directory is created and a file is created and removed there. The error is one line.
+pub fn check_writable(path: &Path, what: &str) -> Result<(), String> {
+    if path.is_dir() {
+        return Err(format!("cannot write the {what} {}: it is a directory", path.display()));
+    }
+    let probe = temp_path(path).map_err(|e| format!("cannot write the {what} {}: {e}", path.display()))?;
+    let created =
+        probe.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::File::create(&probe).map(drop));
+    let _ = std::fs::remove_file(&probe);
+    created.map_err(|e| format!("cannot write the {what} {}: {e}", path.display()))
+}
+
+/// The temporary file a report is written to before its rename.
+fn temp_path(path: &Path) -> std::io::Result<PathBuf> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&dir)?;
     let file_name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
-    let temp = dir.join(format!(".{}.{}.tmp", file_name.to_string_lossy(), std::process::id()));
+    Ok(dir.join(format!(".{}.{}.tmp", file_name.to_string_lossy(), std::process::id())))
+}
+
+/// Writes `bytes` to a temporary file beside `path`, then renames it to `path`.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let temp = temp_path(path)?;
+    if let Some(dir) = temp.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     let written = (|| {
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(bytes)?;
@@ -82,7 +121,7 @@ fn timestamp(results: &RunResults) -> Option<DateTime<FixedOffset>> {
     DateTime::from_timestamp(seconds, since_epoch.subsec_nanos()).map(|t| t.fixed_offset())
 }
 
-fn test_case(result: &CaseResult) -> TestCase {
+fn test_case(result: &CaseResult, classname: &str, repeated: bool) -> TestCase {
     let outcome = &result.outcome;
     let status = match &outcome.verdict {
         Verdict::Pass | Verdict::Warning(_) | Verdict::ExpectedFailure { .. } => TestCaseStatus::success(),
@@ -115,8 +154,15 @@ fn test_case(result: &CaseResult) -> TestCase {
             status
         }
     };
-    let mut case = TestCase::new(result.case.as_str(), status);
-    case.set_classname(result.suite.as_str()).set_time(outcome.duration);
+    let mut case = TestCase::new(result.name(repeated), status);
+    case.set_classname(classname).set_time(outcome.duration);
+    case.add_property(Property::new("verdict", verdict_name(&outcome.verdict)));
+    if result.seed != 0 {
+        case.add_property(Property::new("seed", result.seed.to_string()));
+    }
+    if let Some(err) = system_err(outcome) {
+        case.set_system_err(err);
+    }
     let out = system_out(outcome);
     if !out.is_empty() {
         case.set_system_out(out);
@@ -124,15 +170,36 @@ fn test_case(result: &CaseResult) -> TestCase {
     case
 }
 
-/// The case's log, preceded for an expected failure by what failed and why it is expected.
+/// The verdict as the JSON record names it ([`super::json::VerdictName`]).
+fn verdict_name(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::Pass => "pass",
+        Verdict::Fail(_) => "fail",
+        Verdict::Skipped(_) => "skip",
+        Verdict::Error(_) => "error",
+        Verdict::Warning(_) => "warning",
+        Verdict::ExpectedFailure { .. } => "expected-failure",
+        Verdict::UnexpectedPass { .. } => "unexpected-pass",
+    }
+}
+
+/// For an expected failure or a warning (successes to JUnit): what failed, so a
+/// consumer that shows system-err shows it.
+fn system_err(outcome: &CaseOutcome) -> Option<String> {
+    match &outcome.verdict {
+        Verdict::ExpectedFailure { failure, reason } => Some(format!(
+            "EXPECTED FAILURE (a deviation this target is known for, counted as passed: {reason})\n{failure}\n"
+        )),
+        Verdict::Warning(failure) => Some(format!(
+            "WARNING (advisory case: the specification may not require this; counted as passed)\n{failure}\n"
+        )),
+        _ => None,
+    }
+}
+
+/// The case's log.
 fn system_out(outcome: &CaseOutcome) -> String {
     let mut out = String::new();
-    if let Verdict::ExpectedFailure { failure, reason } = &outcome.verdict {
-        out.push_str(&format!("expected failure ({reason})\n{failure}\n"));
-    }
-    if let Verdict::Warning(failure) = &outcome.verdict {
-        out.push_str(&format!("warning (the specification may not require this)\n{failure}\n"));
-    }
     for line in &outcome.log {
         out.push_str(line);
         out.push('\n');
@@ -144,6 +211,7 @@ fn system_out(outcome: &CaseOutcome) -> String {
 mod tests {
     use super::*;
     use crate::exec::DeviceIdentity;
+    use crate::report::meta::RunMeta;
     use crate::report::Counts;
     use crate::suite::SuiteInfo;
     use crate::verdict::{Failure, Rule};
@@ -158,20 +226,21 @@ mod tests {
         }
     }
 
-    fn results() -> RunResults {
+    fn results() -> RunRecord {
         let outcome = |verdict, log: &[&str]| CaseOutcome {
             verdict,
             log: log.iter().map(|l| l.to_string()).collect(),
             duration: Duration::from_millis(250),
         };
-        let case = |suite: &str, case: &str, outcome| CaseResult { suite: suite.into(), case: case.into(), outcome };
-        RunResults {
+        let case = |suite: &str, case: &str, outcome| CaseResult::new(suite, case, outcome);
+        let results = RunResults {
             identity: DeviceIdentity {
                 target: "sim:enterprise-1.4".into(),
                 model: "NVTEST SIM".into(),
                 serial: "S123".into(),
                 firmware: "1.0".into(),
                 version: "1.4".into(),
+                ..Default::default()
             },
             started: UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             suites: vec![
@@ -199,6 +268,11 @@ mod tests {
                 ),
                 case("trim", "f", outcome(Verdict::UnexpectedPass { reason: "listed as stale".into() }, &[])),
             ],
+        };
+        RunRecord {
+            meta: RunMeta::now(vec!["nvtest".into()], 7, "1".into()),
+            targets: vec![results],
+            interrupted: None,
         }
     }
 
@@ -206,7 +280,10 @@ mod tests {
     fn counts_agree_with_the_verdicts() {
         let results = results();
         let report = report(&results);
-        assert_eq!(results.counts(), Counts { passed: 1, failed: 2, errors: 1, skipped: 1, expected_failures: 1 });
+        assert_eq!(
+            results.counts(),
+            Counts { passed: 1, failed: 2, errors: 1, skipped: 1, expected_failures: 1, warnings: 0 }
+        );
         assert_eq!((report.tests, report.failures, report.errors, report.skipped), (6, 2, 1, 1));
         assert_eq!(report.test_suites[1].tests, 0);
     }

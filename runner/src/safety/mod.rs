@@ -38,7 +38,6 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use libtest_mimic::{Arguments, Trial};
 use nvme::device::Device;
 use nvme::linux::sysfs::{self, ControllerInfo};
 use nvme::linux::{Host, LinuxDevice, Options};
@@ -130,22 +129,55 @@ impl Guard {
     }
 }
 
-/// The trial name libtest-mimic filters on (as `run::trial_name`).
-fn trial_name(case: &ExpandedCase) -> String {
-    format!("{}::{}", case.suite, case.name)
-}
-
-/// The destructive cases a run with these arguments would execute (none with `preserve`).
-pub fn destructive_cases<'a>(suites: &'a [LoadedSuite], args: &Arguments, preserve: bool) -> Vec<&'a ExpandedCase> {
+/// The destructive cases a run would execute: those `selected` keeps (none with
+/// `preserve`).
+pub fn destructive_cases<'a>(
+    suites: &'a [LoadedSuite],
+    selected: &dyn Fn(&ExpandedCase) -> bool,
+    preserve: bool,
+) -> Vec<&'a ExpandedCase> {
     if preserve {
         return Vec::new();
     }
-    suites
-        .iter()
-        .flat_map(|s| s.cases.iter())
-        .filter(|c| c.destructive)
-        .filter(|c| !args.is_filtered_out(&Trial::test(trial_name(c), || Ok(()))))
-        .collect()
+    suites.iter().flat_map(|s| s.cases.iter()).filter(|c| c.destructive).filter(|c| selected(c)).collect()
+}
+
+/// Takes the controller for this run: an advisory exclusive lock (`flock`) on its
+/// device node, held until the run ends, so a second nvtest run on the same drive is
+/// refused instead of sharing it. The error is one line.
+pub fn lock_controller(path: &Path) -> Result<ControllerLock, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open {} to take it for the run: {e}", path.display()))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => Ok(ControllerLock(locked)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(format!(
+            "{} is in use by another nvtest run (it holds the drive's lock): a drive is never shared between runs; \
+             wait for that run to end",
+            path.display()
+        )),
+        Err((_, e)) => Err(format!("cannot lock {}: {e}", path.display())),
+    }
+}
+
+/// A controller taken for a run ([`lock_controller`]); released when dropped.
+pub struct ControllerLock(#[allow(dead_code)] nix::fcntl::Flock<File>);
+
+/// The PCI function of a controller of the Linux driver as sysfs has it: vendor, device,
+/// subsystem vendor and subsystem device IDs, and its address; what cannot be read is
+/// left out.
+pub fn pci_details(host: &Host, path: &Path) -> Vec<(String, String)> {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else { return Vec::new() };
+    let mut out = Vec::new();
+    for attr in ["vendor", "device", "subsystem_vendor", "subsystem_device"] {
+        if let Ok(value) = sysfs::read_attr(&host.sys_path(&format!("class/nvme/{name}/device/{attr}"))) {
+            out.push((attr.to_string(), value.trim().to_string()));
+        }
+    }
+    if let Ok(target) = std::fs::canonicalize(host.sys_path(&format!("class/nvme/{name}/device"))) {
+        if let Some(address) = target.file_name() {
+            out.push(("address".to_string(), address.to_string_lossy().into_owned()));
+        }
+    }
+    out
 }
 
 /// The destructive suites among `cases`, for messages: "`namespaces`, `trim`".

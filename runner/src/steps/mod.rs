@@ -85,6 +85,10 @@ pub struct CaseContext<'a> {
     /// The fewest blocks a namespace must have for the case's steps
     /// ([`extent::blocks_needed`]): what `use_namespaces` asks of an existing one.
     pub blocks_needed: Option<u64>,
+    /// `--case-timeout`: when the case must have ended, and the limit, for the message.
+    /// Checked before every command (cooperative: a command itself is bounded by the
+    /// driver's own timeouts).
+    pub deadline: Option<(std::time::Instant, std::time::Duration)>,
     /// The last command sent: on the admin queue (`true`) or an I/O queue, and its opcode.
     last_command: Option<(bool, u8)>,
 }
@@ -103,12 +107,26 @@ impl<'a> CaseContext<'a> {
             events_armed: false,
             controller_lost: false,
             blocks_needed: None,
+            deadline: None,
             last_command: None,
+        }
+    }
+
+    /// An error once the case ran past `--case-timeout`: nvtest stops it, the drive is
+    /// not blamed (the limit is the user's, not a rule).
+    fn within_deadline(&self, what: &str) -> StepResult {
+        match self.deadline {
+            Some((at, limit)) if std::time::Instant::now() >= at => Err(StepError::Error(format!(
+                "the case ran past --case-timeout ({:.1} s): stopped before sending {what}",
+                limit.as_secs_f64()
+            ))),
+            _ => Ok(()),
         }
     }
 
     /// Sends an admin command, logging what was sent and what came back.
     pub fn admin(&mut self, what: &str, cmd: Command, data: Data<'_>) -> StepResult<Completion> {
+        self.within_deadline(what)?;
         self.last_command = Some((true, cmd.opcode));
         let result = self.device.admin(cmd, data);
         self.log_completion(what, &result);
@@ -147,6 +165,7 @@ impl<'a> CaseContext<'a> {
         data: Data<'_>,
         metadata: Data<'_>,
     ) -> StepResult<Completion> {
+        self.within_deadline(what)?;
         let qid = self.io_queue()?;
         self.last_command = Some((false, cmd.opcode));
         let result = self.device.io(qid, cmd, data, metadata);

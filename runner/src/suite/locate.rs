@@ -1,6 +1,8 @@
-//! Finding suites: what `--suite NAME|PATH.yaml` names, and where the `suites/` directory
-//! is (the current directory's, else the one found walking up from the executable, else the
-//! source tree's the binary was built from).
+//! Finding suites: what `--suite NAME|PATH.yaml` names, and where suites are: a
+//! directory of the user's (`--suites-dir DIR` or `NVTEST_SUITES_DIR`) first, then the
+//! shipped `suites/` (found walking up from the executable, else the source tree's the
+//! binary was built from). A `suites/` in the current directory is not looked at: it
+//! would hide the shipped suites without saying so.
 
 use std::path::{Path, PathBuf};
 
@@ -13,15 +15,15 @@ pub struct SuiteFile {
 
 /// Finds the `suites/` directory; the error is one line saying where it looked.
 pub fn suites_dir() -> Result<PathBuf, String> {
-    let mut candidates = vec![PathBuf::from("suites")];
+    let mut candidates = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         candidates.extend(exe.ancestors().skip(1).map(|dir| dir.join("suites")));
     }
     candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("suites"));
     let found = candidates.into_iter().find(|dir| dir.is_dir());
-    found.map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir)).ok_or_else(|| {
-        "no suites directory: looked for ./suites, suites/ above the executable, and the source tree's".into()
-    })
+    found
+        .map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir))
+        .ok_or_else(|| "no suites directory: looked for suites/ above the executable, and the source tree's".into())
 }
 
 /// Whether a `--suite` argument is a path rather than a name.
@@ -41,6 +43,40 @@ pub fn available(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The environment variable naming a directory of suites looked in before the shipped.
+pub const SUITES_DIR_ENV: &str = "NVTEST_SUITES_DIR";
+
+/// [`resolve`] with a directory of the user's looked in first: a name found there is
+/// that file, otherwise the shipped suite; no arguments means every suite of `own`.
+pub fn resolve_with(
+    arguments: &[String],
+    own: Option<&Path>,
+    shipped: impl Fn() -> Result<PathBuf, String>,
+) -> Result<Vec<SuiteFile>, String> {
+    let Some(own) = own else { return resolve(arguments, shipped) };
+    if !own.is_dir() {
+        return Err(format!("the suites directory {} is not a directory", own.display()));
+    }
+    if arguments.is_empty() {
+        return resolve(arguments, || Ok(own.to_path_buf()));
+    }
+    let mut files = Vec::new();
+    for argument in arguments {
+        let mine = own.join(format!("{argument}.yaml"));
+        if !is_path(argument) && mine.is_file() {
+            files.push(SuiteFile { path: mine, expected_name: Some(argument.clone()) });
+            continue;
+        }
+        let found = resolve(std::slice::from_ref(argument), &shipped).map_err(|e| {
+            let names = available(own);
+            let names = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+            format!("{e}; nor in {} (available: {names})", own.display())
+        })?;
+        files.extend(found);
+    }
+    Ok(files)
 }
 
 /// Turns `--suite` arguments into files: paths as given, names as `DIR/NAME.yaml`; no
@@ -119,6 +155,22 @@ mod tests {
         let empty = dir_with(&[]);
         let e = empty.path().to_path_buf();
         assert!(resolve(&[], || Ok(e.clone())).unwrap_err().starts_with("no suites in "));
+    }
+
+    #[test]
+    fn a_directory_of_ones_own_comes_first_and_the_shipped_suites_are_still_found() {
+        let mine = dir_with(&["trim.yaml", "extra.yaml"]);
+        let shipped = dir_with(&["trim.yaml", "namespaces.yaml"]);
+        let (m, s) = (mine.path().to_path_buf(), shipped.path().to_path_buf());
+        let args = ["trim".to_string(), "namespaces".into(), "extra".into()];
+        let files = resolve_with(&args, Some(&m), || Ok(s.clone())).unwrap();
+        let paths: Vec<PathBuf> = files.into_iter().map(|f| f.path).collect();
+        assert_eq!(paths, [m.join("trim.yaml"), s.join("namespaces.yaml"), m.join("extra.yaml")]);
+        let e = resolve_with(&["nope".into()], Some(&m), || Ok(s.clone())).unwrap_err();
+        assert!(e.contains("no suite `nope` in ") && e.contains("(available: extra, trim)"), "{e}");
+        let all = resolve_with(&[], Some(&m), || Ok(s.clone())).unwrap();
+        assert_eq!(all.len(), 2);
+        assert!(resolve_with(&[], Some(&m.join("none")), || Ok(s.clone())).unwrap_err().contains("not a directory"));
     }
 
     #[test]

@@ -44,7 +44,9 @@ mod socket;
 mod stderr;
 
 pub use pci::{Bar, PciAddress, PciFunction};
-pub use process::{cleanup_all, install_interrupt_cleanup, spawn_watched_group, WatchedGroup};
+pub use process::{
+    cleanup_all, cleanup_and_exit, install_interrupt_cleanup, on_interrupt, spawn_watched_group, WatchedGroup,
+};
 pub use qtest::QtestStats;
 
 use std::fs::File;

@@ -199,6 +199,34 @@ fn reap_before_exit(pids: &[u32]) {
     }
 }
 
+/// What the signal watcher does first, before it cleans up and exits.
+type InterruptHook = Box<dyn Fn(i32) + Send + Sync>;
+static INTERRUPT_HOOK: OnceLock<InterruptHook> = OnceLock::new();
+
+/// Sets (once per process) what the SIGINT/SIGTERM watcher does first, with the signal's
+/// number, before it kills QEMU and exits with 128 + signal: a runner writes the reports
+/// of the cases that ran. Installs the watcher. A second hook is refused.
+pub fn on_interrupt(hook: InterruptHook) -> io::Result<()> {
+    INTERRUPT_HOOK.set(hook).map_err(|_| io::Error::other("the interrupt hook is already set"))?;
+    install_interrupt_cleanup()
+}
+
+/// Kills every QEMU and watched helper group nvtest started, removes their files and
+/// exits the process with `status`: the end of a run interrupted by a signal or its own
+/// time limit. The registry stays locked until the process is gone: a thread that sees
+/// its QEMU die and opens the target again blocks in `hold_for_start` instead of
+/// creating files nobody would remove.
+pub fn cleanup_and_exit(status: i32) -> ! {
+    let mut map = registry();
+    let killed = kill_all_and_remove_files(&mut map);
+    for &group in groups().iter() {
+        // SAFETY: plain syscall; the group is a child's, still watched.
+        unsafe { libc::killpg(group, libc::SIGTERM) };
+    }
+    reap_before_exit(&killed);
+    std::process::exit(status)
+}
+
 /// Installs (once) the SIGINT/SIGTERM watcher described above. Machines install it as
 /// they start; a caller without a machine whose children die with it anyway
 /// (`PR_SET_PDEATHSIG`) installs it for the watched groups and the exit status 128 + signal.
@@ -211,17 +239,10 @@ pub fn install_interrupt_cleanup() -> io::Result<()> {
             .name("nvtest-qemu-signals".into())
             .spawn(move || {
                 if let Some(signal) = signals.forever().next() {
-                    // The registry stays locked until the process is gone: a thread that
-                    // sees its QEMU die and opens the target again blocks in
-                    // `hold_for_start` instead of creating files nobody would remove.
-                    let mut map = registry();
-                    let killed = kill_all_and_remove_files(&mut map);
-                    for &group in groups().iter() {
-                        // SAFETY: plain syscall; the group is a child's, still watched.
-                        unsafe { libc::killpg(group, libc::SIGTERM) };
+                    if let Some(hook) = INTERRUPT_HOOK.get() {
+                        hook(signal);
                     }
-                    reap_before_exit(&killed);
-                    std::process::exit(128 + signal);
+                    cleanup_and_exit(128 + signal);
                 }
             })
             .map(|_| ())

@@ -1,0 +1,227 @@
+//! The JSON run record (`--json PATH`): everything a run knew, for machines and for a
+//! lab's archive. Its shape is [`Record`], versioned by [`SCHEMA_VERSION`]; `nvtest
+//! schema --record` prints its JSON Schema (generated from these types). Written
+//! atomically, as the JUnit report.
+
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::meta::{rfc3339, InputFile};
+use super::{CaseResult, Counts, RunRecord, RunResults};
+use crate::exec::DeviceIdentity;
+use crate::verdict::{Failure, Verdict};
+
+/// The record's schema version: raised when a field changes meaning or goes away (new
+/// fields keep it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A run record.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "nvtest run record", extend("additionalProperties" = false))]
+pub struct Record {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    pub run: Run,
+    /// One entry per TARGET, in command-line order.
+    pub targets: Vec<Target>,
+    /// The counts over every target.
+    pub totals: Totals,
+    /// Why the run ended before its last case (SIGINT, SIGTERM, `--timeout`); null when
+    /// it ran to its end.
+    pub interrupted: Option<String>,
+}
+
+/// How the run was run.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Run {
+    pub nvtest_version: String,
+    /// The git commit nvtest was built from ("-dirty" when the tree had changes), or "unknown".
+    pub git_commit: String,
+    pub command_line: Vec<String>,
+    pub host: String,
+    /// The release and version of the kernel nvtest ran on.
+    pub kernel: String,
+    /// RFC 3339, UTC.
+    pub started: String,
+    pub ended: String,
+    pub seed: u64,
+    /// `--repeat`: a count or "until-failure".
+    pub repeat: String,
+    pub suites: Vec<InputFile>,
+    pub expect: Vec<InputFile>,
+}
+
+/// One target: who it is, and what each case concluded.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Target {
+    pub identity: DeviceIdentity,
+    pub counts: Totals,
+    pub cases: Vec<Case>,
+}
+
+/// Counts as the console's summary gives them; `passed` includes warnings.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Totals {
+    pub total: usize,
+    pub passed: usize,
+    pub warnings: usize,
+    pub failed: usize,
+    pub errors: usize,
+    pub skipped: usize,
+    pub expected_failures: usize,
+}
+
+/// One case that ran.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Case {
+    pub suite: String,
+    /// The expanded case name.
+    pub case: String,
+    /// Which pass of `--repeat`.
+    pub iteration: u32,
+    pub verdict: VerdictName,
+    /// The case's rule as its suite states it.
+    pub rule: String,
+    /// The suite's spec references.
+    pub spec: Vec<String>,
+    /// Why: the skip reason, the error, the expected failure's or unexpected pass's reason.
+    pub reason: Option<String>,
+    /// The rule broken and the evidence, for fail, warning and expected failure.
+    pub failure: Option<Evidence>,
+    pub duration_ms: f64,
+    pub seed: u64,
+    /// Commands sent and what came back, one line each.
+    pub log: Vec<String>,
+}
+
+/// A verdict's name.
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerdictName {
+    Pass,
+    Fail,
+    Skip,
+    Error,
+    Warning,
+    ExpectedFailure,
+    UnexpectedPass,
+}
+
+/// What a failure broke and what was seen.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Evidence {
+    /// Where the spec states the rule ("NVMe 1.4 §6.7, Figure 372").
+    pub section: String,
+    pub rule: String,
+    pub sent: String,
+    pub observed: String,
+    pub expected: String,
+}
+
+impl From<&Failure> for Evidence {
+    fn from(f: &Failure) -> Evidence {
+        Evidence {
+            section: f.rule.section.clone(),
+            rule: f.rule.text.clone(),
+            sent: f.sent.clone(),
+            observed: f.observed.clone(),
+            expected: f.expected.clone(),
+        }
+    }
+}
+
+impl From<Counts> for Totals {
+    fn from(c: Counts) -> Totals {
+        Totals {
+            total: c.total(),
+            passed: c.passed,
+            warnings: c.warnings,
+            failed: c.failed,
+            errors: c.errors,
+            skipped: c.skipped,
+            expected_failures: c.expected_failures,
+        }
+    }
+}
+
+/// The record of a run.
+pub fn record(run: &RunRecord) -> Record {
+    let meta = &run.meta;
+    Record {
+        schema_version: SCHEMA_VERSION,
+        run: Run {
+            nvtest_version: meta.nvtest_version.clone(),
+            git_commit: meta.git_commit.clone(),
+            command_line: meta.command_line.clone(),
+            host: meta.host.clone(),
+            kernel: meta.kernel.clone(),
+            started: rfc3339(meta.started),
+            ended: rfc3339(meta.ended.unwrap_or_else(std::time::SystemTime::now)),
+            seed: meta.seed,
+            repeat: meta.repeat.clone(),
+            suites: meta.suites.clone(),
+            expect: meta.expect.clone(),
+        },
+        targets: run.targets.iter().map(target).collect(),
+        totals: run.counts().into(),
+        interrupted: run.interrupted.clone(),
+    }
+}
+
+fn target(results: &RunResults) -> Target {
+    Target {
+        identity: results.identity.clone(),
+        counts: results.counts().into(),
+        cases: results.cases.iter().map(|c| case(results, c)).collect(),
+    }
+}
+
+fn case(results: &RunResults, result: &CaseResult) -> Case {
+    let (verdict, reason, failure) = match &result.outcome.verdict {
+        Verdict::Pass => (VerdictName::Pass, None, None),
+        Verdict::Fail(f) => (VerdictName::Fail, None, Some(f.into())),
+        Verdict::Skipped(r) => (VerdictName::Skip, Some(r.clone()), None),
+        Verdict::Error(e) => (VerdictName::Error, Some(e.clone()), None),
+        Verdict::Warning(f) => (VerdictName::Warning, None, Some(f.into())),
+        Verdict::ExpectedFailure { failure, reason } => {
+            (VerdictName::ExpectedFailure, Some(reason.clone()), Some(failure.into()))
+        }
+        Verdict::UnexpectedPass { reason } => (VerdictName::UnexpectedPass, Some(reason.clone()), None),
+    };
+    let spec = results.suites.iter().find(|s| s.name == result.suite).map(|s| s.spec.clone()).unwrap_or_default();
+    Case {
+        suite: result.suite.clone(),
+        case: result.case.clone(),
+        iteration: result.iteration,
+        verdict,
+        rule: result.rule.clone(),
+        spec,
+        reason,
+        failure,
+        duration_ms: result.outcome.duration.as_secs_f64() * 1000.0,
+        seed: result.seed,
+        log: result.outcome.log.clone(),
+    }
+}
+
+/// The JSON Schema of the record, as `nvtest schema --record` prints it.
+pub fn schema() -> String {
+    let schema = schemars::schema_for!(Record);
+    serde_json::to_string_pretty(&schema).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// Writes the record to `path` atomically; the error is one line.
+pub fn write(path: &Path, run: &RunRecord) -> Result<(), String> {
+    let text =
+        serde_json::to_string_pretty(&record(run)).map_err(|e| format!("cannot serialize the JSON record: {e}"))?;
+    super::junit::write_atomically(path, format!("{text}\n").as_bytes())
+        .map_err(|e| format!("cannot write the JSON record {}: {e}", path.display()))
+}
