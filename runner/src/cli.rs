@@ -340,7 +340,7 @@ fn run_suites(args: RunArgs) -> i32 {
     let suites = match load_suites(&args.suites, args.suites_dir.as_deref()) {
         Ok(suites) => suites,
         Err(message) => {
-            eprintln!("{message}");
+            tell!("{message}");
             return EXIT_USAGE;
         }
     };
@@ -352,7 +352,7 @@ fn run_suites(args: RunArgs) -> i32 {
     }
     if targets.len() > 1 {
         if let Some(t) = targets.iter().find(|t| matches!(t, RunTarget::Spec(TargetSpec::QemuLinux(_)))) {
-            eprintln!(
+            tell!(
                 "error: `{}` runs nvtest inside a Linux guest, a run of its own: give it as the only target",
                 t.describe()
             );
@@ -360,7 +360,7 @@ fn run_suites(args: RunArgs) -> i32 {
         }
     }
     if args.filters().len() > args.filters.len() + 1 {
-        eprintln!(
+        tell!(
             "error: more than one positional filter ({}): give further ones with --filter",
             args.filters()[args.filters.len()..].join(", ")
         );
@@ -368,7 +368,7 @@ fn run_suites(args: RunArgs) -> i32 {
     }
     let default_target = targets.is_empty();
     if default_target && !args.list && target_required() {
-        eprintln!(
+        tell!(
             "error: no TARGET given, and {REQUIRE_TARGET_ENV} is set: name the drive (e.g. /dev/nvme0), or `sim` for \
              the built-in simulated drive"
         );
@@ -408,11 +408,11 @@ fn run_suites(args: RunArgs) -> i32 {
         Ok(summary) if summary.has_failed() => EXIT_FAILED,
         Ok(_) => EXIT_OK,
         Err(e @ RunError::NoCases(_)) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             EXIT_NO_CASES
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             EXIT_USAGE
         }
     }

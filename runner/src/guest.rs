@@ -61,13 +61,6 @@ use crate::target::{TargetSpec, TopologyRef};
 use crate::topology::{load_expected, ExpectedFinding, ExpectedVerdict, Topology};
 use nvme::transport::qemu::DiskAio;
 
-/// Prints a line on stdout; a closed stdout is not an error worth a panic.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
 /// Where the run's files are inside the guest.
 const GUEST_DIR: &str = "/run/nvtest";
 /// The prefix of every line the guest's init prints for the host.
@@ -322,7 +315,7 @@ fn error(text: impl Into<String>) -> GuestError {
 /// (the guest nvtest's, or 2 when the guest could not run them).
 pub fn run(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
     let Some(target) = args.guest_target() else {
-        eprintln!("error: guest::run needs one qemu-linux target");
+        tell!("error: guest::run needs one qemu-linux target");
         return EXIT_USAGE;
     };
     if args.list {
@@ -335,7 +328,7 @@ pub fn run(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
         };
         return match crate::run::list(suites, &options) {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                eprintln!("error: cannot write the list: {e}");
+                tell!("error: cannot write the list: {e}");
                 EXIT_USAGE
             }
             _ => EXIT_OK,
@@ -344,20 +337,20 @@ pub fn run(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
     let request = match request_from_args(args, suites) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             return EXIT_USAGE;
         }
     };
     // SIGINT/SIGTERM: the recipe's process group is stopped and nvtest exits 130 / 143;
     // QEMU dies with nvtest (PR_SET_PDEATHSIG) and its files are anonymous.
     if let Err(e) = nvme::transport::qemu::install_interrupt_cleanup() {
-        eprintln!("error: {e}");
+        tell!("error: {e}");
         return EXIT_USAGE;
     }
     match execute(&request) {
         Ok(outcome) => exit_status(&request, &outcome),
         Err(e) => {
-            eprintln!("error: {e}");
+            tell!("error: {e}");
             EXIT_USAGE
         }
     }
@@ -403,7 +396,7 @@ fn exit_status(request: &GuestRequest, outcome: &GuestOutcome) -> i32 {
     match outcome.exit_status {
         s @ (EXIT_OK | EXIT_FAILED | EXIT_USAGE) => s,
         other => {
-            eprintln!(
+            tell!(
                 "error: {}: nvtest in the guest ended with status {other} (a crash, not a verdict); its output is above",
                 request.label
             );

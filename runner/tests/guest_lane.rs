@@ -78,7 +78,6 @@ fn junit_verdicts(xml: &str) -> BTreeMap<String, (Kind, String)> {
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut out = BTreeMap::new();
     let mut current: Option<String> = None;
-    let mut in_system_out = false;
     loop {
         let event = reader.read_event().unwrap_or_else(|e| panic!("the guest's JUnit is malformed: {e}\n{xml}"));
         let attribute = |e: &quick_xml::events::BytesStart<'_>, key: &str| -> String {
@@ -107,27 +106,23 @@ fn junit_verdicts(xml: &str) -> BTreeMap<String, (Kind, String)> {
                         };
                         out.insert(key, (k, message));
                     }
-                    "system-out" => in_system_out = true,
+                    // The testcase's `verdict` property names a warning (a success to JUnit).
+                    "property" if attribute(e, "name") == "verdict" && attribute(e, "value") == "warning" => {
+                        if let Some(entry) = current.as_ref().and_then(|key| out.get_mut(key)) {
+                            entry.0 = Kind::Warning;
+                        }
+                    }
                     _ => {}
                 }
                 if matches!(event, Event::Empty(_)) && name == "testcase" {
                     current = None;
                 }
             }
-            Event::Text(t) if in_system_out => {
-                let text = String::from_utf8_lossy(t.as_ref()).into_owned();
-                if let Some(key) = &current {
-                    let entry = out.get_mut(key).unwrap();
-                    if entry.0 == Kind::Pass && text.starts_with("warning (") {
-                        entry.0 = Kind::Warning;
-                    }
+            Event::End(e) => {
+                if e.name().as_ref() == b"testcase" {
+                    current = None;
                 }
             }
-            Event::End(e) => match e.name().as_ref() {
-                b"testcase" => current = None,
-                b"system-out" => in_system_out = false,
-                _ => {}
-            },
             Event::Eof => break,
             _ => {}
         }

@@ -187,13 +187,13 @@ pub fn interrupted(why: &str) {
     let Some(live) = lock(&CURRENT).clone() else { return };
     let record = live.record(Some(why.to_string()));
     let c = record.counts();
-    eprintln!("\nnvtest: run interrupted by {why}: {} (the running cases as errors)", c.line());
+    tell!("\nnvtest: run interrupted by {why}: {} (the running cases as errors)", c.line());
     for error in live.write_reports(&record) {
-        eprintln!("error: {error}");
+        tell!("error: {error}");
     }
     for (path, what) in [(&live.junit, "JUnit report"), (&live.json, "JSON record")] {
         if let Some(path) = path {
-            eprintln!("nvtest: {what} of the cases that ran: {}", path.display());
+            tell!("nvtest: {what} of the cases that ran: {}", path.display());
         }
     }
 }

@@ -21,14 +21,6 @@ use std::time::Duration;
 
 use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
 
-/// Prints a line on stdout; a closed stdout is not an error worth a panic.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
 use crate::exec::{DeviceIdentity, Session};
 use crate::report::meta::{InputFile, RunMeta};
 use crate::report::{junit, CaseResult, RunRecord, RunResults};
@@ -421,7 +413,7 @@ fn check_selection(suites: &[LoadedSuite], options: &RunOptions) -> Result<(), R
     match options.no_cases {
         NoCases::Fail => Err(RunError::NoCases(message)),
         NoCases::Warn => {
-            eprintln!("warning: {message}");
+            tell!("warning: {message}");
             Ok(())
         }
         NoCases::Pass => Ok(()),
@@ -514,10 +506,11 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
                 let cases = safety::destructive_cases(suites, &select, options.safety.preserve);
                 // Held until the run ends, and checked again between suites.
                 let guard = safety::gate(host, path, &cases, &options.safety)?;
-                let lock = safety::lock_controller(path).map_err(RunError::Refused)?;
                 let (host, path) = (host.clone(), path.clone());
                 Box::new(move || {
                     let device = safety::open_linux_target(&host, &path)?;
+                    // Before anything is sent: a drive another nvtest run holds is refused.
+                    let lock = safety::lock_controller(&path)?;
                     let mut session = checked(Session::with_device(path.display().to_string(), device)?)?;
                     session.add_host_details(safety::pci_details(&host, &path));
                     let mut runner = Rechecked::new(session, guard);
@@ -585,7 +578,7 @@ pub fn run_targets(
     let labels: Vec<String> = targets.iter().map(|(l, _)| l.clone()).collect();
     let several = labels.len() > 1;
     if several {
-        eprintln!("nvtest: opening {} targets: {}", labels.len(), labels.join(", "));
+        tell!("nvtest: opening {} targets: {}", labels.len(), labels.join(", "));
     }
     let opening: Vec<Result<device::Opening, String>> =
         targets.into_iter().enumerate().map(|(i, (_, open))| device::Opening::start(i, open, live.clone())).collect();
