@@ -13,7 +13,7 @@ use nvme::spec::registers::{offset, Cap, Cc};
 use nvme::spec::NvmOpcode;
 use nvme::transport::qemu::{PciAddress, QemuConfig, QemuMachine, QmpError};
 use nvme::transport::{Transport, TransportError};
-use qemu_support::{args, assert_cleaned, layout, one_controller, process_exists, qemu_binary, Hand};
+use qemu_support::{args, assert_cleaned, layout, one_controller, process_exists, qemu_binary, qemu_dir, Hand};
 
 #[test]
 fn cap_and_vs_read_and_cc_en_brings_csts_rdy() {
@@ -133,11 +133,12 @@ fn qmp_answers_commands_and_reports_refusals() {
 }
 
 #[test]
-fn the_guest_ram_file_is_unlinked_once_qemu_has_it_and_everything_goes_on_drop() {
+fn the_guest_ram_file_and_the_directory_go_once_qemu_has_them_and_everything_goes_on_drop() {
     let machine = QemuMachine::start(one_controller("LIFE0001")).unwrap();
-    let (pid, dir, ram) = (machine.pid(), machine.temp_dir().unwrap(), machine.ram_path().to_owned());
+    let (pid, dir, ram) = (machine.pid(), qemu_dir(machine.pid()), machine.ram_path().to_owned());
     assert!(process_exists(pid));
-    assert!(dir.exists());
+    assert!(!dir.exists(), "{} goes once QEMU has its files open", dir.display());
+    assert_eq!(machine.temp_dir(), None);
     assert!(!ram.exists(), "{} should be unlinked already", ram.display());
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     let ram_name = ram.to_str().unwrap();
@@ -165,7 +166,7 @@ fn a_panicking_test_leaves_nothing_behind() {
     let (tx, rx) = std::sync::mpsc::channel();
     let outcome = std::thread::spawn(move || {
         let machine = QemuMachine::start(one_controller("PANIC001")).unwrap();
-        tx.send((machine.pid(), machine.temp_dir().unwrap(), machine.ram_path().to_owned())).unwrap();
+        tx.send((machine.pid(), qemu_dir(machine.pid()), machine.ram_path().to_owned())).unwrap();
         let _t = machine.transport(machine.controllers()[0]).unwrap();
         panic!("a check failed while the machine was up");
     })
@@ -180,7 +181,7 @@ fn qemu_killed_mid_test_is_reported_gone_promptly_with_its_stderr() {
     let mut config = one_controller("KILL0001");
     config.timeout = Duration::from_secs(5);
     let machine = QemuMachine::start(config).unwrap();
-    let (pid, dir, ram) = (machine.pid(), machine.temp_dir().unwrap(), machine.ram_path().to_owned());
+    let (pid, dir, ram) = (machine.pid(), qemu_dir(machine.pid()), machine.ram_path().to_owned());
     let mut t = machine.transport(machine.controllers()[0]).unwrap();
     t.mmio_read32(offset::VS).unwrap();
 
@@ -324,7 +325,7 @@ fn a_qemu_that_stops_answering_times_out_within_the_bound_and_is_put_down() {
     let mut config = one_controller("STOP0001");
     config.timeout = Duration::from_millis(500);
     let machine = QemuMachine::start(config).unwrap();
-    let (pid, dir, ram) = (machine.pid(), machine.temp_dir().unwrap(), machine.ram_path().to_owned());
+    let (pid, dir, ram) = (machine.pid(), qemu_dir(machine.pid()), machine.ram_path().to_owned());
     let mut t = machine.transport(machine.controllers()[0]).unwrap();
     // SAFETY: plain syscall on the QEMU this test started.
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);

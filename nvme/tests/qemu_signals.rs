@@ -1,7 +1,8 @@
 //! Nothing of a QEMU machine outlives nvtest when nvtest is stopped from outside:
 //! SIGTERM and SIGINT kill QEMU, remove its files and exit with 143 / 130; SIGKILL
 //! (which no handler sees) still takes QEMU down with it (`PR_SET_PDEATHSIG`), and
-//! /dev/shm holds nothing because the RAM file was unlinked at start.
+//! TMPDIR and /dev/shm hold nothing because the directory and the RAM file lost their
+//! names at the start.
 //!
 //! Each test runs this same test binary again as the "nvtest" to be stopped: with
 //! `NVTEST_QEMU_SIGNAL_CHILD` set, the test starts a machine, prints its pid and files,
@@ -15,14 +16,14 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nvme::transport::qemu::QemuMachine;
-use qemu_support::{assert_cleaned, one_controller, process_exists};
+use qemu_support::{assert_cleaned, one_controller, process_exists, qemu_dir};
 
 const CHILD_ENV: &str = "NVTEST_QEMU_SIGNAL_CHILD";
 
 /// In the child role: start a machine, report it, wait for the signal.
 fn be_the_child() {
     let machine = QemuMachine::start(one_controller("SIG00001")).unwrap();
-    println!("MACHINE {} {} {}", machine.pid(), machine.temp_dir().unwrap().display(), machine.ram_path().display());
+    println!("MACHINE {} {} {}", machine.pid(), qemu_dir(machine.pid()).display(), machine.ram_path().display());
     std::thread::sleep(Duration::from_secs(30));
     panic!("no signal arrived within 30 s");
 }
@@ -83,16 +84,15 @@ fn sigint_kills_qemu_removes_its_files_and_exits_130() {
 }
 
 #[test]
-fn sigkill_of_nvtest_takes_qemu_down_and_leaves_nothing_in_dev_shm() {
+fn sigkill_of_nvtest_takes_qemu_down_and_leaves_nothing_in_tmpdir_or_dev_shm() {
     if std::env::var_os(CHILD_ENV).is_some() {
         return be_the_child();
     }
     let (child, status) =
-        stop_child_with("sigkill_of_nvtest_takes_qemu_down_and_leaves_nothing_in_dev_shm", libc::SIGKILL);
+        stop_child_with("sigkill_of_nvtest_takes_qemu_down_and_leaves_nothing_in_tmpdir_or_dev_shm", libc::SIGKILL);
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGKILL));
-    // Nothing ran in the child to remove its temporary directory: that is left to us.
-    assert!(child.dir.exists());
-    std::fs::remove_dir_all(&child.dir).unwrap();
+    // Nothing ran in the child to remove anything: its directory went at the start.
+    assert!(!child.dir.exists(), "{} is still there", child.dir.display());
     assert_cleaned(child.qemu_pid, &child.dir, &child.ram);
 }

@@ -29,6 +29,7 @@ pub mod cli;
 pub mod data;
 pub mod exec;
 pub mod guest;
+pub mod kmsg;
 pub mod report;
 pub mod rules;
 pub mod run;

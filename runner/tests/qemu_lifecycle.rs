@@ -3,9 +3,11 @@
 //! of that run, no temporary directory and no /dev/shm file remain.
 //!
 //! Each run gets its own TMPDIR and a marker in its environment, which QEMU inherits, so
-//! the run's own QEMU processes are found however they were re-parented. The three
-//! scenarios run in one test, one after the other, so no other QEMU of this file is alive.
-//! A fourth test interrupts a qemu-linux run while its guest recipe works.
+//! the run's own QEMU processes are found however they were re-parented; its /dev/shm
+//! files are named for nvtest's pid. A fourth test interrupts a qemu-linux run while its
+//! guest recipe works. The last three SIGKILL nvtest (no handler sees that): once its
+//! QEMU is up nothing is left; while a machine starts, what is left the next start
+//! sweeps; and a sweep never takes a live run's files.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -85,7 +87,8 @@ fn wait_for_qemu(run: &Run) -> u32 {
     }
 }
 
-fn finish(run: Run, shm_before: &BTreeSet<PathBuf>) -> (Option<i32>, String) {
+fn finish(run: Run) -> (Option<i32>, String) {
+    let pid = run.child.id();
     let output = run.child.wait_with_output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     // QEMU is reaped before nvtest exits; give the kernel a moment to drop a zombie's environ.
@@ -95,7 +98,8 @@ fn finish(run: Run, shm_before: &BTreeSet<PathBuf>) -> (Option<i32>, String) {
     }
     assert_eq!(marked_processes(&run.marker), Vec::<u32>::new(), "QEMU left running after {}:\n{text}", run.marker);
     assert_empty(run.tmp.path(), &text);
-    let leaked: Vec<_> = shm_files().difference(shm_before).cloned().collect();
+    // The run's own files only: other tests of this file run beside it.
+    let leaked = shm_files_of(pid);
     assert!(leaked.is_empty(), "/dev/shm files left by {}: {leaked:?}\n{text}", run.marker);
     (output.status.code(), text)
 }
@@ -108,11 +112,10 @@ fn assert_empty(dir: &Path, text: &str) {
 #[test]
 fn nothing_is_left_behind_after_normal_interrupted_and_killed_runs() {
     require_qemu();
-    let shm_before = shm_files();
 
     // A normal run.
     let run = start(&["--suite", "namespaces", "--filter", "identify-controller", "qemu:ns32"], "normal");
-    let (code, text) = finish(run, &shm_before);
+    let (code, text) = finish(run);
     assert_eq!(code, Some(0), "{text}");
 
     // Interrupted with SIGINT once QEMU is up: exits 130. At several moments, since a run
@@ -124,7 +127,7 @@ fn nothing_is_left_behind_after_normal_interrupted_and_killed_runs() {
         std::thread::sleep(Duration::from_millis(delay_ms));
         // SAFETY: kill(2) on our own child's pid.
         assert_eq!(unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) }, 0);
-        let (code, text) = finish(run, &shm_before);
+        let (code, text) = finish(run);
         assert_eq!(code, Some(130), "SIGINT after {delay_ms} ms:\n{text}");
     }
 
@@ -135,7 +138,7 @@ fn nothing_is_left_behind_after_normal_interrupted_and_killed_runs() {
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: kill(2) on the QEMU this run started.
     assert_eq!(unsafe { libc::kill(qemu as i32, libc::SIGKILL) }, 0);
-    let (code, text) = finish(run, &shm_before);
+    let (code, text) = finish(run);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("killed by signal 9"), "the error should say QEMU was killed:\n{text}");
 }
@@ -176,4 +179,164 @@ fn an_interrupted_guest_recipe_is_stopped_with_its_children() {
     }
     assert_eq!(marked_processes(&run.marker), Vec::<u32>::new(), "recipe processes left running:\n{text}");
     assert_empty(run.tmp.path(), &text);
+}
+
+/// Processes whose command line names `dir` (a QEMU of a run names its sockets and
+/// images in the run's TMPDIR, even after their names are gone).
+fn processes_naming(dir: &Path) -> Vec<u32> {
+    let needle = dir.as_os_str().as_encoded_bytes();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if cmdline.windows(needle.len()).any(|w| w == needle) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// /dev/shm files of the run of nvtest `pid` (`nvtest-qemu-<pid>-*`).
+fn shm_files_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("nvtest-qemu-{pid}-");
+    shm_files()
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
+        .collect()
+}
+
+/// Reads stdout until a line starting with `start`; returns the lines so far.
+fn wait_for_line(run: &mut Run, start: &str) -> Vec<String> {
+    use std::io::BufRead;
+    let stdout = run.child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                let done = line.starts_with(start);
+                seen.push(line);
+                if done {
+                    return seen;
+                }
+            }
+            Err(e) => panic!("no line {start:?} from nvtest ({e:?}); it printed:\n{}", seen.join("\n")),
+        }
+    }
+}
+
+/// SIGKILLs the run's nvtest and waits until no process of the run is left (QEMU dies
+/// with nvtest, `PR_SET_PDEATHSIG`); returns nvtest's pid.
+fn sigkill(mut run: Run) -> (u32, tempfile::TempDir) {
+    let pid = run.child.id();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    run.child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_naming(run.tmp.path()).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(processes_naming(run.tmp.path()), Vec::<u32>::new(), "QEMU outlived the SIGKILL of nvtest");
+    (pid, run.tmp)
+}
+
+/// A run SIGKILLed once QEMU is up leaves nothing at all: its QEMU dies with it, and its
+/// directory and guest-RAM file lost their names as soon as QEMU had them open.
+#[test]
+fn a_sigkilled_run_leaves_nothing_in_tmpdir_or_dev_shm() {
+    require_qemu();
+    for wait_for in ["  NVMe ", "test "] {
+        let mut run = start(&["--suite", "trim", "qemu:ns32"], "sigkill");
+        let seen = wait_for_line(&mut run, wait_for);
+        let (pid, tmp) = sigkill(run);
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+        assert!(left.is_empty(), "SIGKILL after {wait_for:?} left in TMPDIR: {left:?}\n{}", seen.join("\n"));
+        assert_eq!(shm_files_of(pid), Vec::<PathBuf>::new(), "SIGKILL after {wait_for:?} left in /dev/shm");
+    }
+}
+
+/// A run SIGKILLed while its machine starts may leave its directory or RAM file (they
+/// have names until QEMU has opened them); the next machine's start, here of a short
+/// run on the same TMPDIR, removes them.
+#[test]
+fn what_a_run_sigkilled_while_starting_leaves_the_next_run_sweeps() {
+    require_qemu();
+    for delay_ms in [0, 2, 5, 10, 20, 40] {
+        let run = start(&["--suite", "trim", "qemu:ns32"], &format!("starting{delay_ms}"));
+        wait_for_qemu(&run);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let (pid, tmp) = sigkill(run);
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+        let left_shm = shm_files_of(pid);
+        eprintln!("SIGKILL {delay_ms} ms after QEMU appeared left {left:?} {left_shm:?}");
+        let output = Command::new(env!("CARGO_BIN_EXE_nvtest"))
+            .args(["--suite", "namespaces", "--filter", "identify-controller", "qemu:ns32"])
+            .env("TMPDIR", tmp.path())
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert_eq!(output.status.code(), Some(0), "{text}");
+        assert_empty(tmp.path(), &text);
+        assert_eq!(shm_files_of(pid), Vec::<PathBuf>::new(), "the sweep left the killed run's RAM file");
+    }
+}
+
+/// A sweep never removes a live run's files: here a directory and a RAM file named for
+/// a pid no process has (as a run in another pid namespace would look) whose locks this
+/// test holds, while three runs share the TMPDIR and start machines at once (each
+/// sweeping). All three pass and the held files stay; once the locks are released,
+/// the next run removes them.
+#[test]
+fn a_sweep_never_removes_a_live_runs_files() {
+    use std::os::fd::AsRawFd;
+    require_qemu();
+    let tmp = tempfile::tempdir().unwrap();
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    let dead = pid_max + 1;
+    let live_dir = tmp.path().join(format!("nvtest-qemu-{dead}-live01"));
+    std::fs::create_dir(&live_dir).unwrap();
+    std::fs::write(live_dir.join("ns1.img"), b"data").unwrap();
+    let lock = std::fs::File::create(live_dir.join("lock")).unwrap();
+    let live_ram = PathBuf::from(format!("/dev/shm/nvtest-qemu-{dead}-live01.ram"));
+    let ram = std::fs::File::create(&live_ram).unwrap();
+    for held in [&lock, &ram] {
+        // SAFETY: plain syscall on a file this test opened.
+        assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    }
+    let nvtest = || {
+        Command::new(env!("CARGO_BIN_EXE_nvtest"))
+            .args(["--suite", "namespaces", "--filter", "identify-controller", "qemu:ns32"])
+            .env("TMPDIR", tmp.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let runs: Vec<Child> = (0..3).map(|_| nvtest()).collect();
+    for run in runs {
+        let output = run.wait_with_output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert_eq!(output.status.code(), Some(0), "a run beside others failed:\n{text}");
+    }
+    assert!(live_dir.join("ns1.img").exists(), "a sweep removed a live run's directory");
+    assert!(live_ram.exists(), "a sweep removed a live run's RAM file");
+
+    drop((lock, ram));
+    let output = nvtest().wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    let removed = !live_dir.exists() && !live_ram.exists();
+    let _ = std::fs::remove_file(&live_ram);
+    assert!(removed, "the released files were not swept:\n{text}");
+    assert_empty(tmp.path(), &text);
 }

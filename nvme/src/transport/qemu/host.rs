@@ -133,15 +133,18 @@ pub(crate) struct FaultWatch {
 
 impl FaultWatch {
     /// Host faults since the last call: QEMU's I/O errors on its images (from its
-    /// stderr) and images that no longer exist. `dir` is the images' directory.
-    pub(crate) fn take(&mut self, stderr: &StderrLog, dir: &Path, images: &[PathBuf]) -> Vec<HostFault> {
+    /// stderr) and images that no longer exist. `tmp_dir` is TMPDIR, where the images
+    /// are (most of them unlinked once QEMU has them open); `images` are those that
+    /// should still have a name.
+    pub(crate) fn take(&mut self, stderr: &StderrLog, tmp_dir: &Path, images: &[PathBuf]) -> Vec<HostFault> {
+        let dir = tmp_dir;
         let lines = stderr.lines_since(&mut self.stderr_cursor);
         let mut faults: Vec<HostFault> =
             count_repeats(lines.iter().filter_map(|l| io_error(l))).map(|(text, n)| io_fault(text, n, dir)).collect();
         let newly_gone: Vec<&PathBuf> =
             images.iter().filter(|p| !self.gone.contains(*p) && std::fs::symlink_metadata(p).is_err()).collect();
         if let Some(first) = newly_gone.first() {
-            faults.push(gone_fault(first, newly_gone.len() - 1, dir));
+            faults.push(gone_fault(first, newly_gone.len() - 1));
         }
         self.gone.extend(newly_gone.into_iter().cloned());
         faults
@@ -188,7 +191,7 @@ fn io_fault(text: &str, times: usize, dir: &Path) -> HostFault {
     };
     HostFault {
         message: format!(
-            "the host failed QEMU's disk images: `{text}`{times}; {} (the images' directory, in TMPDIR) has {} on its \
+            "the host failed QEMU's disk images: `{text}`{times}; {} (TMPDIR, where the images are) has {} on its \
              filesystem — a fault of this machine, not of the drive: {remedy}",
             dir.display(),
             free_text(dir)
@@ -197,9 +200,9 @@ fn io_fault(text: &str, times: usize, dir: &Path) -> HostFault {
     }
 }
 
-fn gone_fault(first: &Path, more: usize, dir: &Path) -> HostFault {
+fn gone_fault(first: &Path, more: usize) -> HostFault {
     let more = if more > 0 { format!(" and {more} more of its images") } else { String::new() };
-    let dir_state = if dir.exists() { "" } else { " (the images' directory is gone too)" };
+    let dir_state = if first.parent().is_none_or(Path::exists) { "" } else { " (the images' directory is gone too)" };
     HostFault {
         message: format!(
             "the host removed QEMU's disk image {}{more} while QEMU used it{dir_state}: something on this machine deletes \
@@ -257,8 +260,8 @@ mod tests {
         assert_eq!(faults.len(), 2, "{faults:?}");
         assert!(faults[0].ends_run && !faults[1].ends_run);
         let expected = format!(
-            "the host failed QEMU's disk images: `aio failed: No space left on device` (2 times); {} (the images' \
-             directory, in TMPDIR) has ",
+            "the host failed QEMU's disk images: `aio failed: No space left on device` (2 times); {} (TMPDIR, where \
+             the images are) has ",
             dir.path().display()
         );
         assert!(faults[0].message.starts_with(&expected), "{}", faults[0].message);

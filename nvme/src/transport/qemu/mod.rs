@@ -24,6 +24,12 @@
 //! through it, or SIGINT/SIGTERM, see [`cleanup_all`]) kills QEMU and removes its
 //! temporary directory; QEMU also dies with nvtest (`PR_SET_PDEATHSIG`).
 //!
+//! Against SIGKILL of nvtest, which no handler sees, the files have names only while
+//! QEMU needs them: the temporary directory (`nvtest-qemu-<pid>-*` in TMPDIR: sockets,
+//! images) goes as soon as QEMU has opened the images and nvtest is connected, the
+//! guest-RAM file once QEMU has mapped it. What a SIGKILL during a start leaves, every
+//! later machine's start sweeps away ([`leftovers`]), never touching a live run's.
+//!
 //! The host under QEMU is checked ([`host`]): enough free space for the images and the
 //! guest RAM before QEMU starts, and [`QemuMachine::host_faults`] while it runs, so a
 //! full disk under the images is nvtest's error, never the drive's Write Fault.
@@ -36,6 +42,7 @@
 //! posted writes and yields the CPU to QEMU.
 
 mod host;
+mod leftovers;
 mod pci;
 mod process;
 mod qmp;
@@ -210,8 +217,12 @@ struct Machine {
     windows: Mutex<Vec<Option<PciAddress>>>,
     /// Everything QEMU wrote to stderr.
     stderr: StderrLog,
-    /// Every disk image created for the machine (at start and by `create_disk`).
+    /// The disk images that still have a name: those of `create_disk` (the images of
+    /// the start are unlinked once QEMU has them open, so no cleaner can remove them).
     images: Mutex<Vec<PathBuf>>,
+    /// TMPDIR when the machine started: where its images are, also unlinked ones
+    /// (their space is still taken on that filesystem).
+    tmp_dir: PathBuf,
     /// The host faults already reported.
     faults: Mutex<FaultWatch>,
 }
@@ -294,25 +305,24 @@ impl QemuMachine {
     pub fn start(config: QemuConfig) -> Result<QemuMachine, TransportError> {
         config.validate()?;
         let ram_bytes = config.ram_bytes();
-        host::check_free_space(&std::env::temp_dir(), config.image_bytes(), Path::new(host::SHM_DIR), ram_bytes)?;
+        let tmp_dir = std::env::temp_dir();
+        // Dead runs' files go first, so their space counts as free.
+        leftovers::sweep(&tmp_dir, Path::new(host::SHM_DIR));
+        host::check_free_space(&tmp_dir, config.image_bytes(), Path::new(host::SHM_DIR), ram_bytes)?;
         // Every file nvtest creates for the machine is created, and QEMU is spawned, with
         // the registry held: a SIGINT/SIGTERM arriving meanwhile waits, then finds them
         // all registered (QEMU's own qmp.sock is removed after QEMU is reaped).
         let starting = process::hold_for_start()?;
-        let dir = tempfile::Builder::new()
-            .prefix("nvtest-qemu-")
-            .tempdir()
+        let dir = leftovers::RunDir::create_in(&tmp_dir)
             .map_err(|e| other("cannot create a temporary directory for QEMU", e))?;
-        let ram = tempfile::Builder::new()
-            .prefix("nvtest-")
-            .tempfile_in(host::SHM_DIR)
+        let ram = leftovers::shm_file(Path::new(host::SHM_DIR))
             .map_err(|e| other("cannot create the guest RAM file in /dev/shm", e))?;
         ram.as_file().set_len(ram_bytes).map_err(|e| other("cannot size the guest RAM file", e))?;
         let ram_path = ram.path().to_owned();
         let registered = process::register_held(starting, dir.path(), &ram_path);
         let id = registered.id();
 
-        let (cmd, listener, qmp_path, images) = prepare(&config, dir.path(), &ram_path)?;
+        let (cmd, listener, qmp_path, _images) = prepare(&config, dir.path(), &ram_path)?;
         let process = Process::spawn(registered, cmd, dir).map_err(|e| {
             TransportError::Other(format!("cannot run {}: {e}; {INSTALL_HINT}", config.binary.display()))
         })?;
@@ -328,6 +338,12 @@ impl QemuMachine {
         // mapped: its name can go.
         let ram_file = ram.into_file();
         process::shm_unlinked(id);
+        // QEMU has its images open (block nodes are opened before the machine is
+        // created) and both sockets are connected: nothing needs a name in the
+        // directory any more, so it goes now and a SIGKILL of nvtest leaves nothing.
+        // QMP is never reconnected and a restart is a new machine; images QEMU is to
+        // open later by name get a directory again ([`Self::create_disk`]).
+        process.remove_dir();
 
         let qtest = Qtest::new(socket::LineSocket::new(qtest_stream), config.timeout);
         let stderr = process.stderr().clone();
@@ -342,7 +358,8 @@ impl QemuMachine {
             dma_window: (config.dma_window_mb as u64) << 20,
             windows: Mutex::new(vec![None; ((ram_bytes - DMA_START) / ((config.dma_window_mb as u64) << 20)) as usize]),
             stderr,
-            images: Mutex::new(images),
+            images: Mutex::new(Vec::new()),
+            tmp_dir,
             faults: Mutex::new(FaultWatch::default()),
         });
         let qemu = QemuMachine { machine };
@@ -480,10 +497,19 @@ impl QemuMachine {
     }
 
     /// Creates a sparse raw image `<name>.img` of `size_bytes` in the machine's
-    /// temporary directory (removed with the machine), e.g. for `blockdev-add`.
+    /// temporary directory (removed with the machine), e.g. for `blockdev-add`. The
+    /// directory, gone after the start, is created again for it: QEMU opens the image
+    /// by name whenever it is told to, so the name stays until the machine is dropped
+    /// (a SIGKILL meanwhile leaves it to the next machine's sweep, [`leftovers`]).
     pub fn create_disk(&self, name: &str, size_bytes: u64) -> Result<PathBuf, TransportError> {
         check_node_name(name)?;
-        let dir = self.temp_dir().ok_or_else(|| TransportError::Gone("the machine was shut down".to_owned()))?;
+        let dir = lock(&self.machine.process).ensure_dir(&self.machine.tmp_dir).map_err(|e| {
+            if self.temp_dir().is_none() && lock(&self.machine.bus).dead.is_some() {
+                TransportError::Gone(format!("the machine was shut down ({e})"))
+            } else {
+                other("cannot create a directory for a disk image", e)
+            }
+        })?;
         let path = dir.join(format!("{name}.img"));
         process::while_no_cleanup(|| create_sparse(&path, size_bytes))?;
         lock(&self.machine.images).push(path.clone());
@@ -500,9 +526,8 @@ impl QemuMachine {
     /// errors QEMU met on its disk images (a full filesystem, a failing disk), and
     /// images that no longer exist. Each names the cause, the place and what to do.
     pub fn host_faults(&self) -> Vec<HostFault> {
-        let Some(dir) = self.temp_dir() else { return Vec::new() };
         let images = lock(&self.machine.images).clone();
-        lock(&self.machine.faults).take(&self.machine.stderr, &dir, &images)
+        lock(&self.machine.faults).take(&self.machine.stderr, &self.machine.tmp_dir, &images)
     }
 
     /// qtest requests sent so far, by kind.
@@ -515,7 +540,8 @@ impl QemuMachine {
         lock(&self.machine.process).pid()
     }
 
-    /// The temporary directory holding the sockets and disk images.
+    /// The machine's temporary directory while it has one: during the start (sockets
+    /// and images), then only once [`Self::create_disk`] made one; `None` otherwise.
     pub fn temp_dir(&self) -> Option<PathBuf> {
         lock(&self.machine.process).dir().map(Path::to_owned)
     }

@@ -1,5 +1,6 @@
 //! The QEMU process and everything that must not outlive nvtest: the process itself,
-//! its temporary directory and its guest-RAM file in /dev/shm.
+//! its temporary directory and its guest-RAM file in /dev/shm (named so a later run's
+//! sweep can tell they are dead, [`super::leftovers`]).
 //!
 //! - QEMU is spawned from one long-lived launcher thread with `PR_SET_PDEATHSIG`
 //!   (SIGKILL): the kernel sends that signal when the *thread* that forked exits, so
@@ -26,13 +27,15 @@ use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::leftovers::RunDir;
 use super::stderr::StderrLog;
 
 /// What the signal watcher must clean for one machine.
 struct Entry {
     /// Set while QEMU runs and is not reaped.
     pid: Option<u32>,
-    dir: PathBuf,
+    /// The machine's directory while it has a name ([`Process::remove_dir`]).
+    dir: Option<PathBuf>,
     /// The guest-RAM file, until it is unlinked after QEMU opened it.
     shm: Option<PathBuf>,
 }
@@ -89,7 +92,7 @@ pub(crate) fn hold_for_start() -> Result<StartGuard, crate::transport::Transport
 /// value without spawning removes the files and the registration.
 pub(crate) fn register_held(mut guard: StartGuard, dir: &Path, shm: &Path) -> Registered {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    guard.0.insert(id, Entry { pid: None, dir: dir.to_owned(), shm: Some(shm.to_owned()) });
+    guard.0.insert(id, Entry { pid: None, dir: Some(dir.to_owned()), shm: Some(shm.to_owned()) });
     Registered { guard: Some(guard), id }
 }
 
@@ -111,7 +114,9 @@ impl Drop for Registered {
     fn drop(&mut self) {
         if let Some(mut guard) = self.guard.take() {
             if let Some(entry) = guard.0.remove(&self.id) {
-                let _ = std::fs::remove_dir_all(&entry.dir);
+                if let Some(dir) = entry.dir {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
                 if let Some(shm) = entry.shm {
                     let _ = std::fs::remove_file(shm);
                 }
@@ -157,7 +162,9 @@ fn kill_all_and_remove_files(map: &mut BTreeMap<u64, Entry>) -> Vec<u32> {
     // socket, say) before it dies: wait until it is gone, then remove.
     wait_gone(&killed);
     for entry in map.values_mut() {
-        let _ = std::fs::remove_dir_all(&entry.dir);
+        if let Some(dir) = &entry.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
         if let Some(shm) = entry.shm.take() {
             let _ = std::fs::remove_file(shm);
         }
@@ -294,7 +301,7 @@ pub(crate) struct Process {
     child: Child,
     pid: u32,
     exit: Option<ExitStatus>,
-    dir: Option<tempfile::TempDir>,
+    dir: Option<RunDir>,
     stderr: StderrLog,
 }
 
@@ -302,7 +309,7 @@ impl Process {
     /// Spawns `cmd` for the `registered` machine; the directory is removed when the
     /// process is dropped. A piped stderr is captured ([`StderrLog`]). On error the
     /// registration is dropped.
-    pub(crate) fn spawn(mut registered: Registered, cmd: Command, dir: tempfile::TempDir) -> io::Result<Process> {
+    pub(crate) fn spawn(mut registered: Registered, cmd: Command, dir: RunDir) -> io::Result<Process> {
         // The pid is recorded before the registry is released, so the signal watcher
         // sees either no pid or a live one.
         let mut child = spawn_with_death_signal(cmd)?;
@@ -398,14 +405,44 @@ impl Process {
     /// drops the registry entry. Call after [`Self::kill`].
     pub(crate) fn remove_files(&mut self) {
         let mut map = registry();
-        if let Some(dir) = self.dir.take() {
-            let _ = dir.close();
-        }
+        drop(self.dir.take());
         if let Some(entry) = map.remove(&self.id) {
             if let Some(shm) = entry.shm {
                 let _ = std::fs::remove_file(shm);
             }
         }
+    }
+}
+
+impl Process {
+    /// Removes the machine's directory once nothing needs its names any more (QEMU has
+    /// opened its images and nvtest is connected to both sockets), so a SIGKILL of
+    /// nvtest leaves nothing in TMPDIR; QEMU goes on using the open files.
+    pub(crate) fn remove_dir(&mut self) {
+        let mut map = registry();
+        drop(self.dir.take());
+        if let Some(entry) = map.get_mut(&self.id) {
+            entry.dir = None;
+        }
+    }
+
+    /// The machine's directory, created again (in `parent`, locked, registered for the
+    /// signal watcher) if [`Self::remove_dir`] removed it: for files QEMU is to open
+    /// by name later, such as the images of `blockdev-add`.
+    pub(crate) fn ensure_dir(&mut self, parent: &Path) -> io::Result<PathBuf> {
+        let mut map = registry();
+        if let Some(dir) = &self.dir {
+            return Ok(dir.path().to_owned());
+        }
+        // Files removed already (the machine was shut down): nothing to hold them.
+        let Some(entry) = map.get_mut(&self.id) else {
+            return Err(io::Error::other("the machine was shut down"));
+        };
+        let dir = RunDir::create_in(parent)?;
+        let path = dir.path().to_owned();
+        entry.dir = Some(path.clone());
+        self.dir = Some(dir);
+        Ok(path)
     }
 }
 
@@ -431,7 +468,8 @@ mod tests {
 
     #[test]
     fn a_dropped_process_is_reaped_and_its_files_removed() {
-        let dir = tempfile::tempdir().unwrap();
+        let parent = tempfile::tempdir().unwrap();
+        let dir = RunDir::create_in(parent.path()).unwrap();
         let dir_path = dir.path().to_owned();
         let shm = dir_path.join("ram");
         std::fs::write(&shm, b"").unwrap();
