@@ -89,6 +89,9 @@ fn the_malformed_fixtures_cover_every_kind_of_mistake() {
         "bad-version",
         "ns-beyond-set",
         "count-zero",
+        "u32-overflow",
+        "quoted-number",
+        "quoted-boolean",
     ] {
         assert!(names.iter().any(|n| n == kind), "no fixture tests/malformed/{kind}.yaml");
     }

@@ -19,6 +19,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use model::{MatrixValue, Requirement, Step, Suite};
+use nvme::input::strict::Strict;
 use spans::{Node, Pos};
 
 /// A case after matrix expansion: every `$name` parameter resolved, suite-level
@@ -155,7 +156,7 @@ pub fn load_file(path: &Path, expected_name: Option<&str>) -> Result<LoadedSuite
 
 /// Validates and expands suite text; `path` is only used in messages and reports.
 pub fn load_str(text: &str, path: &Path, expected_name: Option<&str>) -> Result<LoadedSuite, LoadError> {
-    let suite: Suite = serde_saphyr::from_str_with_options(text, yaml_options())
+    let Strict(suite): Strict<Suite> = serde_saphyr::from_str_with_options(text, yaml_options())
         .map_err(|e| LoadError::single(yaml_error(path, text, &e)))?;
     let tree = Node::parse(text, yaml_options()).map_err(|e| LoadError::single(yaml_error(path, text, &e)))?;
     let mut problems = validate::validate(&suite, &tree, expected_name);
