@@ -5,6 +5,8 @@
 use std::io::{self, Read};
 use std::path::Path;
 
+pub mod strict;
+
 /// The most a suite, profile, topology or expected-findings file may hold.
 pub const MAX_TEXT_FILE_BYTES: u64 = 4 << 20;
 

@@ -353,8 +353,9 @@ impl Topology {
 
     /// Parses topology text; `origin` names it in errors.
     pub fn from_str(text: &str, origin: &str) -> Result<Topology, TopologyError> {
-        let file: TopologyFile = serde_saphyr::from_str_with_options(text, crate::suite::yaml_options())
-            .map_err(|e| yaml_error(origin, &e))?;
+        let nvme::input::strict::Strict(file): nvme::input::strict::Strict<TopologyFile> =
+            serde_saphyr::from_str_with_options(text, crate::suite::yaml_options())
+                .map_err(|e| yaml_error(origin, &e))?;
         file.validate(origin)
     }
 
@@ -1070,8 +1071,9 @@ pub fn load_expected(path: impl AsRef<Path>) -> Result<Vec<ExpectedFinding>, Str
 
 /// Parses expected-findings text; `origin` names it in errors.
 pub fn parse_expected(text: &str, origin: &str) -> Result<Vec<ExpectedFinding>, String> {
-    let file: ExpectedFile = serde_saphyr::from_str_with_options(text, crate::suite::yaml_options())
-        .map_err(|e| yaml_error(origin, &e).to_string())?;
+    let nvme::input::strict::Strict(file): nvme::input::strict::Strict<ExpectedFile> =
+        serde_saphyr::from_str_with_options(text, crate::suite::yaml_options())
+            .map_err(|e| yaml_error(origin, &e).to_string())?;
     let err = |at: &Location, message: String| -> String {
         TopologyError::Invalid {
             origin: origin.to_string(),
@@ -1328,6 +1330,15 @@ mod tests {
             ("name: t\nroot_ports: [{id: r}]\ncontrollers:\n  - {id: c0, serial: A, root_port: r}\n  - {id: c1, serial: A, root_port: r}\n", "t.yaml:5:36: root port `r` already has a controller"),
             ("name: t\ncontrollers:\n  - {id: c0, serial: A}\ncontrollers: []\n", "t.yaml:4:1: duplicate key"),
             ("name: t\ncontrollers:\n  - {id: c0, serial: A, mdts: 300}\n", "t.yaml:3:"),
+            (
+                "name: t\ncontrollers:\n  - {id: c0, serial: A, mdts: \"1\"}\n",
+                "t.yaml:3:31: \"1\" is quoted text; a whole number (u8) is written without quotes: 1",
+            ),
+            (
+                "name: t\ncontrollers:\n  - {id: c0, serial: A}\nnamespaces:\n  - {nsid: 1, controller: c0, lbads: 512, blocks: 8, shared: \"true\"}\n",
+                "t.yaml:5:62: \"true\" is quoted text; true or false is written without quotes: true",
+            ),
+            ("name: t\nmachine: {memory_mb: \"256\"}\ncontrollers:\n  - {id: c0, serial: A}\n", "t.yaml:2:22: \"256\" is quoted text"),
         ];
         let mut wrong = Vec::new();
         for (text, want) in cases {
@@ -1337,6 +1348,17 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn numbers_and_booleans_are_typed_not_quoted() {
+        let typed = "name: t\nmachine: {memory_mb: 256}\ncontrollers:\n  - {id: c0, serial: A, mdts: 1}\nnamespaces:\n  - {nsid: 1, controller: c0, lbads: 512, blocks: 8, shared: true}\n";
+        let t = load(typed).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((t.controllers[0].mdts, t.namespaces[0].shared, t.machine.memory_mb), (Some(1), true, 256));
+        let quoted = typed.replace("mdts: 1", "mdts: \"1\"");
+        assert_eq!(err(&quoted), "t.yaml:4:31: \"1\" is quoted text; a whole number (u8) is written without quotes: 1");
+        // Text is still text where text is expected: a serial of digits, quoted or not.
+        assert!(load(&typed.replace("serial: A", "serial: \"123\"")).is_ok());
     }
 
     #[test]

@@ -28,16 +28,22 @@ fn test_suite(name: &str) -> String {
     manifest_dir().join("tests/suites").join(name).display().to_string()
 }
 
-/// The malformed fixtures; each says on its second line `# expect: LINE:COL: message`.
+/// The malformed fixtures: those the JSON Schema also rejects (`tests/malformed/`), then
+/// those only the loader can see (`tests/malformed-semantic/`). Each says on its second
+/// line `# expect: LINE:COL: message`.
 fn malformed_fixtures() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(manifest_dir().join("tests/malformed"))
-        .expect("tests/malformed exists")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
+    let mut all = Vec::new();
+    for dir in ["tests/malformed", "tests/malformed-semantic"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(manifest_dir().join(dir))
+            .unwrap_or_else(|e| panic!("{dir}: {e}"))
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            .collect();
+        files.sort();
+        all.extend(files);
+    }
+    all
 }
 
 fn expectation(fixture: &Path) -> String {
@@ -83,6 +89,9 @@ fn the_malformed_fixtures_cover_every_kind_of_mistake() {
         "bad-version",
         "ns-beyond-set",
         "count-zero",
+        "u32-overflow",
+        "quoted-number",
+        "quoted-boolean",
     ] {
         assert!(names.iter().any(|n| n == kind), "no fixture tests/malformed/{kind}.yaml");
     }

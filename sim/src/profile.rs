@@ -265,11 +265,12 @@ impl Profile {
 
     /// Parses profile text; `origin` names it in errors (a path or `<builtin>`).
     pub fn from_str(text: &str, origin: &str) -> Result<Profile, ProfileError> {
-        let file: ProfileFile = serde_saphyr::from_str(text).map_err(|e| {
-            let (line, column) = e.location().map(|l| (l.line() as u32, l.column() as u32)).unwrap_or((1, 1));
-            let message = serde_saphyr::DefaultMessageFormatter.format_message(e.without_snippet()).into_owned();
-            ProfileError::Invalid { origin: origin.to_string(), line, column, message }
-        })?;
+        let nvme::input::strict::Strict(file): nvme::input::strict::Strict<ProfileFile> = serde_saphyr::from_str(text)
+            .map_err(|e| {
+                let (line, column) = e.location().map(|l| (l.line() as u32, l.column() as u32)).unwrap_or((1, 1));
+                let message = serde_saphyr::DefaultMessageFormatter.format_message(e.without_snippet()).into_owned();
+                ProfileError::Invalid { origin: origin.to_string(), line, column, message }
+            })?;
         file.validate(origin)
     }
 

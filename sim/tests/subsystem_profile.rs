@@ -172,3 +172,34 @@ fn errors_display_as_file_line_column() {
     let err = Profile::from_str(&text, "fixtures/sim/tiny.yaml").unwrap_err();
     assert!(err.to_string().starts_with("fixtures/sim/tiny.yaml:3:10: unsupported NVMe version `2.0`"), "{err}");
 }
+
+#[test]
+fn numbers_and_booleans_are_typed_not_quoted() {
+    // The typed profile loads (GOOD has `mdts: 5`, `volatile_write_cache: true`).
+    let p = Profile::from_str(GOOD, "fixtures/sim/tiny.yaml").unwrap();
+    assert_eq!((p.controller.mdts, p.controller.volatile_write_cache), (5, true));
+    let cases = [
+        (
+            "  mdts: 5",
+            "  mdts: \"5\"",
+            (13, 9),
+            "\"5\" is quoted text; a whole number (u8) is written without quotes: 5",
+        ),
+        ("  aerl: 3", "  aerl: '3'", (14, 9), "\"3\" is quoted text; a whole number (u8) is written without quotes: 3"),
+        ("max_namespaces: 4", "max_namespaces: \"4\"", (22, 17), "\"4\" is quoted text"),
+        ("  - {lbads: 4096}", "  - {lbads: \"4096\"}", (25, 13), "\"4096\" is quoted text"),
+        (
+            "  volatile_write_cache: true",
+            "  volatile_write_cache: \"true\"",
+            (16, 25),
+            "\"true\" is quoted text; true or false is written without quotes: true",
+        ),
+    ];
+    for (from, to, at, needle) in cases {
+        let text = GOOD.replace(from, to);
+        assert_ne!(text, GOOD, "{from}");
+        let (line, column, message) = error_of(&text);
+        assert_eq!((line, column), at, "{to}: {message}");
+        assert!(message.starts_with(needle), "{to}: {message}");
+    }
+}

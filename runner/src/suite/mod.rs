@@ -1,7 +1,8 @@
 //! Suites: the vocabulary ([`model`]), and everything between a YAML file and the cases
 //! the runner executes: reading with positions kept ([`spans`]), validation that locates
 //! every error as `file:line:column` ([`validate`]), matrix expansion ([`expand`]), finding
-//! suites by name ([`locate`]) and the JSON Schema of the format ([`json_schema`]).
+//! suites by name ([`locate`]) and the JSON Schema of the format ([`json_schema`], its
+//! rules beyond the types' shapes in [`schema`]).
 //!
 //! Every check happens here, before any device is opened: a suite that loads is one the
 //! runner can execute without meeting a `$name` or an unknown status name.
@@ -10,6 +11,7 @@ pub mod expand;
 pub mod locate;
 pub mod model;
 pub mod params;
+pub mod schema;
 pub mod spans;
 pub mod validate;
 
@@ -17,6 +19,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use model::{MatrixValue, Requirement, Step, Suite};
+use nvme::input::strict::Strict;
 use spans::{Node, Pos};
 
 /// A case after matrix expansion: every `$name` parameter resolved, suite-level
@@ -153,7 +156,7 @@ pub fn load_file(path: &Path, expected_name: Option<&str>) -> Result<LoadedSuite
 
 /// Validates and expands suite text; `path` is only used in messages and reports.
 pub fn load_str(text: &str, path: &Path, expected_name: Option<&str>) -> Result<LoadedSuite, LoadError> {
-    let suite: Suite = serde_saphyr::from_str_with_options(text, yaml_options())
+    let Strict(suite): Strict<Suite> = serde_saphyr::from_str_with_options(text, yaml_options())
         .map_err(|e| LoadError::single(yaml_error(path, text, &e)))?;
     let tree = Node::parse(text, yaml_options()).map_err(|e| LoadError::single(yaml_error(path, text, &e)))?;
     let mut problems = validate::validate(&suite, &tree, expected_name);
@@ -176,9 +179,11 @@ pub fn load_str(text: &str, path: &Path, expected_name: Option<&str>) -> Result<
     })
 }
 
-/// The JSON Schema of a suite file, generated from [`model::Suite`].
+/// The JSON Schema of a suite file, generated from [`model::Suite`]: it accepts exactly the
+/// files the loader accepts, but for the mistakes no JSON Schema can see (see [`schema`]).
 pub fn json_schema() -> String {
-    let schema = schemars::schema_for!(Suite);
+    let mut schema = schemars::schema_for!(Suite).to_value();
+    schema::integer_widths(&mut schema);
     serde_json::to_string_pretty(&schema).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Suite {
-    /// Short name, as given to `--suite` (`namespaces`, `trim`).
+    /// Short name, as given to `--suite` (`namespaces`, `trim`); kebab-case.
+    #[schemars(pattern(r"^[a-z0-9]+(-[a-z0-9]+)*$"))]
     pub suite: String,
     pub title: String,
     /// The parts of the specification the suite checks ("NVMe 1.4 §6.7 Dataset Management").
@@ -27,18 +28,22 @@ pub struct Suite {
     /// Whether the suite changes data or configuration on the drive.
     #[serde(default)]
     pub destructive: bool,
+    #[schemars(length(min = 1))]
     pub cases: Vec<Case>,
 }
 
 /// One case: a rule checked by a sequence of steps.
 #[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = super::schema::read_only_unless_destructive)]
 pub struct Case {
     /// kebab-case, unique in its suite; matrix values are appended (`boundaries/lbads=512`).
+    #[schemars(pattern(r"^[a-z0-9]+(-[a-z0-9]+)*$"))]
     pub name: String,
     pub title: String,
     /// The rule this case checks, with its spec section and figure
     /// ("NVMe 1.4 §6.7, Figure 372: ranges beyond NSZE complete with LBA Out of Range").
+    #[schemars(pattern(r"\S"))]
     pub rule: String,
     #[serde(default)]
     pub requires: Vec<Requirement>,
@@ -54,7 +59,9 @@ pub struct Case {
     pub advisory: bool,
     /// Parameters whose values expand the case into one case per combination.
     #[serde(default)]
+    #[schemars(with = "super::schema::Matrix")]
     pub matrix: BTreeMap<String, Vec<MatrixValue>>,
+    #[schemars(length(min = 1))]
     pub steps: Vec<Step>,
 }
 
@@ -102,11 +109,11 @@ fn dollar_name<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Stri
 #[serde(rename_all = "snake_case")]
 pub enum Requirement {
     /// VER (or VS) at least this ("1.3").
-    Version(String),
+    Version(#[schemars(with = "super::schema::VersionText")] String),
     /// At least this many namespaces can be in use at once (NN, and MNAN where reported).
     Namespaces(u32),
     /// An LBA format with this data size (512, 4096) is supported.
-    Lbads(u32),
+    Lbads(#[schemars(with = "super::schema::DataSizeValue")] u32),
     /// OACS bit 3: Namespace Management and Namespace Attachment commands.
     NamespaceManagement,
     /// OACS bit 1: Format NVM command.
@@ -129,7 +136,7 @@ pub enum Requirement {
 
 /// A status a step expects: a spec status name ("LBA Out of Range"), `success`, or
 /// several acceptable ones.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(untagged, expecting = "expected a status name (`success`, `LBA Out of Range`, ...) or a list of them")]
 pub enum Expect {
     One(String),
@@ -173,6 +180,7 @@ pub enum Lba {
     At(Param<u64>),
     Named(LbaName),
     /// `{from_end: k}`: NSZE - k.
+    #[schemars(extend("additionalProperties" = false))]
     FromEnd {
         from_end: u64,
     },
@@ -227,6 +235,7 @@ pub enum IoOp {
 #[serde(deny_unknown_fields)]
 pub struct Range {
     pub lba: Lba,
+    #[schemars(with = "super::schema::RangeBlocks")]
     pub blocks: Blocks,
 }
 
@@ -236,6 +245,7 @@ pub struct Range {
 #[serde(untagged, expecting = "expected ranges: a list of `{lba, blocks}`, or `{count, blocks, stride, start}`")]
 pub enum Ranges {
     List(Vec<Range>),
+    #[schemars(extend("additionalProperties" = false))]
     Generated {
         count: Param<u32>,
         blocks: Param<u32>,
@@ -294,7 +304,9 @@ pub enum Step {
     /// existing active ones (skipping the case when there are too few). `create: true`
     /// always takes the creating path (the case is about creation).
     UseNamespaces {
+        #[schemars(with = "super::schema::SetCount")]
         count: Param<u32>,
+        #[schemars(with = "Vec<super::schema::DataSize>")]
         lbads: Vec<Param<u32>>,
         blocks: Param<u64>,
         #[serde(default)]
@@ -311,11 +323,14 @@ pub enum Step {
     DeleteAllNamespaces {},
     /// Creates one namespace and, on success, adds it to the set. The format is given
     /// by its LBA data size (`lbads`) or as a raw FLBAS index (`lbaf`), one of the two.
+    #[schemars(transform = super::schema::one_format)]
     CreateNamespace {
         #[serde(default)]
+        #[schemars(with = "Option<super::schema::DataSize>")]
         lbads: Option<Param<u32>>,
         #[serde(default)]
         lbaf: Option<Param<u8>>,
+        #[schemars(with = "super::schema::NewNamespaceBlocks")]
         blocks: Blocks,
         #[serde(default)]
         expect: Option<Expect>,
@@ -323,22 +338,26 @@ pub enum Step {
     /// Creates namespaces of `blocks` blocks until every NSID up to NN is allocated
     /// (attaching them), so the next create must find no identifier.
     CreateUntilFull {
+        #[schemars(with = "super::schema::DataSize")]
         lbads: Param<u32>,
         blocks: Param<u64>,
     },
     DeleteNamespace {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         #[serde(default)]
         expect: Option<Expect>,
     },
     /// Namespace Attachment (Controller Attach) to this controller.
     Attach {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         #[serde(default)]
         expect: Option<Expect>,
     },
     /// Namespace Attachment (Controller Detach) from this controller.
     Detach {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         #[serde(default)]
         expect: Option<Expect>,
@@ -348,12 +367,16 @@ pub enum Step {
     /// Namespace reports it, and the first, middle and last blocks are written and read
     /// back (with their metadata). Formats back to the format it had at the end.
     FormatEachLbaFormat {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
     },
     /// Format NVM to the format with this LBA data size (or a raw format index).
+    #[schemars(transform = super::schema::one_format)]
     Format {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         #[serde(default)]
+        #[schemars(with = "Option<super::schema::DataSize>")]
         lbads: Option<Param<u32>>,
         #[serde(default)]
         lbaf: Option<Param<u8>>,
@@ -365,8 +388,10 @@ pub enum Step {
     /// from the last to the first with `reverse: true` (so a write leaking into a
     /// neighbour is not overwritten by the neighbour's own write).
     Write {
+        #[schemars(with = "super::schema::SetMembers")]
         ns: NsRef,
         lba: Lba,
+        #[schemars(with = "super::schema::RangeBlocks")]
         blocks: Blocks,
         #[serde(default)]
         fua: bool,
@@ -375,14 +400,17 @@ pub enum Step {
     },
     /// Reads and judges every block against the host map.
     Verify {
+        #[schemars(with = "super::schema::SetMembers")]
         ns: NsRef,
         #[serde(default)]
         lba: Option<Lba>,
         #[serde(default)]
+        #[schemars(with = "Option<super::schema::RangeBlocks>")]
         blocks: Option<Blocks>,
     },
     /// One raw I/O command with an expected status (boundaries, invalid fields).
     Io {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         op: IoOp,
         lba: Lba,
@@ -393,6 +421,7 @@ pub enum Step {
     },
     /// A transfer of `blocks` blocks bigger than MDTS allows, expecting Invalid Field.
     IoBeyondMdts {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         op: IoOp,
         #[serde(default)]
@@ -400,6 +429,7 @@ pub enum Step {
     },
     /// Dataset Management with the Attribute – Deallocate (AD) bit.
     Deallocate {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         ranges: Ranges,
         #[serde(default)]
@@ -407,9 +437,11 @@ pub enum Step {
     },
     /// Deallocates the whole namespace in one range.
     DeallocateAll {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
     },
     WriteZeroes {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         lba: Lba,
         blocks: Param<u32>,
@@ -419,11 +451,13 @@ pub enum Step {
         expect: Option<Expect>,
     },
     Flush {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
     },
     /// Compare against what the host map says the blocks hold (`mismatch: true` compares
     /// against altered data and expects Compare Failure).
     Compare {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         lba: Lba,
         blocks: Param<u32>,
@@ -434,6 +468,7 @@ pub enum Step {
     /// `zero_filled: true` the returned data must be all zeros (inactive NSIDs).
     Identify {
         cns: u8,
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
         #[serde(default)]
         expect: Option<Expect>,
@@ -447,6 +482,7 @@ pub enum Step {
     /// Expects a Notice – Namespace Attribute Changed event, then reads the Changed
     /// Namespace List (log 04h) and expects these namespaces in it.
     ExpectNamespaceChanged {
+        #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
     },
 }
