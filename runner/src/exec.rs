@@ -47,6 +47,9 @@ pub struct DeviceIdentity {
     /// What the host knows beyond the controller: the PCI function of a drive of the
     /// Linux driver (vendor, device, subsystem IDs, address, from sysfs), empty elsewhere.
     pub pci: Vec<(String, String)>,
+    /// For a drive of the Linux driver: where the kernel's log of the run is read from,
+    /// or why it is not ([`crate::run::KernelLogged`]); empty elsewhere.
+    pub kernel_log: String,
 }
 
 impl DeviceIdentity {
@@ -73,6 +76,9 @@ impl DeviceIdentity {
             self.active_namespaces.iter().map(|(nsid, size)| format!("{nsid} ({size}-byte LBAs)")).collect();
         out.push(("active_namespaces".into(), namespaces.join(", ")));
         out.extend(self.pci.iter().map(|(k, v)| (format!("pci.{k}"), v.clone())));
+        if !self.kernel_log.is_empty() {
+            out.push(("kernel_log".into(), self.kernel_log.clone()));
+        }
         out
     }
 
@@ -98,6 +104,7 @@ impl DeviceIdentity {
             unvmcap: id.unvmcap.get(),
             active_namespaces: facts.active_namespaces.clone(),
             pci: Vec::new(),
+            kernel_log: String::new(),
         }
     }
 }

@@ -118,11 +118,7 @@ fn junit_verdicts(xml: &str) -> BTreeMap<String, (Kind, String)> {
                     current = None;
                 }
             }
-            Event::End(e) => {
-                if e.name().as_ref() == b"testcase" {
-                    current = None;
-                }
-            }
+            Event::End(e) if e.name().as_ref() == b"testcase" => current = None,
             Event::Eof => break,
             _ => {}
         }

@@ -246,6 +246,66 @@ impl<R: CaseRunner> CaseRunner for Rechecked<R> {
     }
 }
 
+/// A runner on a drive of the Linux driver whose kernel log is read ([`crate::kmsg`]):
+/// the run's start is marked in /dev/kmsg; after each case the kernel's lines about the
+/// controller since the case began go into the case's log (so into the reports) when
+/// the case did not pass, and those flagged as a timeout, a reset or a removal always,
+/// as blktests keeps dmesg.
+pub struct KernelLogged<R> {
+    inner: R,
+    log: Option<crate::kmsg::KernelLog>,
+    /// Why the kernel log is not read, or where it is read from.
+    note: String,
+}
+
+impl<R> KernelLogged<R> {
+    /// Opens the kernel log at `kmsg` for `controller` and marks the run's start; a log
+    /// that cannot be opened or marked (not root, a container) leaves a note instead.
+    pub fn new(inner: R, kmsg: &std::path::Path, controller: &str, label: &str) -> Self {
+        let opened = crate::kmsg::KernelLog::open(kmsg, controller).and_then(|mut log| {
+            let text = format!("run of {label} starts (pid {})", std::process::id());
+            log.mark(&text).map(|seq| (log, seq))
+        });
+        match opened {
+            Ok((log, seq)) => KernelLogged {
+                inner,
+                log: Some(log),
+                note: format!("{} from record {seq} (the run's marker)", kmsg.display()),
+            },
+            Err(e) => KernelLogged { inner, log: None, note: format!("not recorded: {e}") },
+        }
+    }
+}
+
+impl<R: CaseRunner> CaseRunner for KernelLogged<R> {
+    fn identity(&self) -> DeviceIdentity {
+        let mut identity = self.inner.identity();
+        identity.kernel_log = self.note.clone();
+        identity
+    }
+
+    fn run_case(&mut self, case: &ExpandedCase, seed: u64) -> CaseOutcome {
+        let cursor = self.log.as_mut().map(|l| l.cursor());
+        let mut outcome = self.inner.run_case(case, seed);
+        if let (Some(log), Some(cursor)) = (self.log.as_mut(), cursor) {
+            let lines = log.since(cursor);
+            let passed = matches!(outcome.verdict, Verdict::Pass | Verdict::Skipped(_));
+            for line in lines.iter().filter(|l| !passed || l.flag.is_some()) {
+                outcome.log.push(format!("kernel: {line}"));
+            }
+            let flagged: Vec<String> = lines.iter().filter_map(|l| l.flag.map(|f| f.to_string())).collect();
+            if !flagged.is_empty() {
+                outcome.log.push(format!("kernel reported during the case: {}", flagged.join(", ")));
+            }
+        }
+        outcome
+    }
+
+    fn host_fault(&self) -> Option<String> {
+        self.inner.host_fault()
+    }
+}
+
 /// Why a run could not do its job (exit status 2), as one line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunError {
@@ -515,6 +575,9 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
                     session.add_host_details(safety::pci_details(&host, &path));
                     let mut runner = Rechecked::new(session, guard);
                     runner._lock = Some(lock);
+                    let controller = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    let label = path.display().to_string();
+                    let runner = KernelLogged::new(runner, &host.node_path("kmsg"), &controller, &label);
                     Ok(Box::new(runner) as Box<dyn CaseRunner>)
                 })
             }
@@ -826,6 +889,9 @@ fn print_identity(identity: &DeviceIdentity) {
         let pci: Vec<String> = identity.pci.iter().map(|(k, v)| format!("{k} {v}")).collect();
         say!("  PCI       {}", pci.join(" · "));
     }
+    if !identity.kernel_log.is_empty() {
+        say!("  kernel log {}", identity.kernel_log);
+    }
 }
 
 /// `--show-output`: every passing case's command log (failures show theirs already).
@@ -1053,6 +1119,67 @@ mod tests {
         let summary =
             run_with::<Scripted, _>(&suites, &listing, || panic!("listing must not open the device")).unwrap();
         assert!(summary.record.targets.is_empty());
+    }
+
+    /// A drive of the Linux driver whose kernel writes into a fake /dev/kmsg as cases run.
+    struct KernelSays {
+        kmsg: std::path::PathBuf,
+        seq: u64,
+    }
+
+    impl CaseRunner for KernelSays {
+        fn identity(&self) -> DeviceIdentity {
+            DeviceIdentity { target: "/dev/nvme0".into(), ..Default::default() }
+        }
+
+        fn run_case(&mut self, case: &ExpandedCase, _seed: u64) -> CaseOutcome {
+            let lines: &[&str] = match case.name.as_str() {
+                "fail" => &[
+                    "3,{},5,-;nvme nvme0: I/O Cmd(0x2) @ LBA 8, 8 blocks, I/O Error",
+                    "6,{},6,-;nvme nvme1: other drive",
+                ],
+                "timeout" => {
+                    &["4,{},7,-;nvme nvme0: I/O tag 12 QID 1 timeout, aborting", "6,{},8,-;nvme nvme0: quiet line"]
+                }
+                _ => &["6,{},9,-;nvme nvme0: a line of a passing case"],
+            };
+            let mut text = String::new();
+            for line in lines {
+                self.seq += 1;
+                text.push_str(&line.replace("{}", &self.seq.to_string()));
+                text.push('\n');
+            }
+            use std::io::Write as _;
+            std::fs::OpenOptions::new().append(true).open(&self.kmsg).unwrap().write_all(text.as_bytes()).unwrap();
+            let verdict = if case.name == "fail" { Verdict::Error("I/O error".into()) } else { Verdict::Pass };
+            CaseOutcome { verdict, log: vec![], duration: Duration::ZERO }
+        }
+    }
+
+    #[test]
+    fn the_kernels_lines_about_the_controller_go_with_a_failing_case_and_flags_always() {
+        let dir = tempfile::tempdir().unwrap();
+        let kmsg = dir.path().join("kmsg");
+        std::fs::write(&kmsg, "6,1,1,-;Linux version 6.1\n").unwrap();
+        let mut runner = KernelLogged::new(KernelSays { kmsg: kmsg.clone(), seq: 10 }, &kmsg, "nvme0", "/dev/nvme0");
+        assert!(runner.identity().kernel_log.contains("(the run's marker)"), "{}", runner.identity().kernel_log);
+        let suites = suite(&["fail", "timeout", "pass"]);
+        let fail = runner.run_case(&suites.cases[0], 0);
+        assert_eq!(
+            fail.log,
+            [
+                "kernel: [    0.000005] nvme nvme0: I/O Cmd(0x2) @ LBA 8, 8 blocks, I/O Error (error)",
+                "kernel reported during the case: error"
+            ]
+        );
+        let timeout = runner.run_case(&suites.cases[1], 0);
+        assert_eq!(timeout.verdict, Verdict::Pass);
+        assert_eq!(timeout.log.len(), 2, "only the flagged line of a passing case: {:?}", timeout.log);
+        assert!(timeout.log[0].contains("timeout, aborting (timeout)"), "{:?}", timeout.log);
+        assert!(runner.run_case(&suites.cases[2], 0).log.is_empty());
+        let unreadable =
+            KernelLogged::new(KernelSays { kmsg: kmsg.clone(), seq: 0 }, &dir.path().join("none"), "nvme0", "x");
+        assert!(unreadable.identity().kernel_log.starts_with("not recorded: "));
     }
 
     #[test]
