@@ -66,6 +66,9 @@ for topology in ns32 dual; do
   target/release/nvtest --suite namespaces --suite trim --expect fixtures/qemu/expected.yaml \
     --junit "reports/qemu-$topology.xml" "qemu:$topology"
 done
+log "nvtest on three targets at once, one JUnit report and one JSON record (reports/all.*)"
+target/release/nvtest --suite namespaces --suite trim --json reports/all.json --junit reports/all.xml \
+  sim sim:enterprise-1.2a qemu:ns32 --expect fixtures/qemu/expected.yaml
 log "nvtest in a Linux guest on QEMU, through the kernel's NVMe driver (fixtures/guest/expected.yaml)"
 target/release/nvtest --suite namespaces --suite trim --expect fixtures/guest/expected.yaml \
   --junit reports/qemu-linux-ns32.xml qemu-linux:ns32

@@ -115,22 +115,19 @@ fn console_counts(console: &str) -> BTreeMap<String, [u64; 6]> {
     out
 }
 
+/// `nvtest --suite namespaces --suite trim --json DIR/r.json --junit DIR/r.xml ARGS…`.
+fn both_suites_on(dir: &Path, args: &[&str]) -> (Output, PathBuf, PathBuf) {
+    let (json, junit) = (dir.join("r.json"), dir.join("r.xml"));
+    let (j, x) = (path(&json), path(&junit));
+    let mut all = vec!["--suite", "namespaces", "--suite", "trim", "--json", &j, "--junit", &x];
+    all.extend_from_slice(args);
+    (nvtest(&all), json, junit)
+}
+
 #[test]
 fn two_simulated_drives_in_one_run_have_per_target_reports_equal_to_the_console() {
     let dir = tempfile::tempdir().unwrap();
-    let (json, junit) = (dir.path().join("r.json"), dir.path().join("r.xml"));
-    let out = nvtest(&[
-        "--suite",
-        "namespaces",
-        "--suite",
-        "trim",
-        "--json",
-        &path(&json),
-        "--junit",
-        &path(&junit),
-        "sim",
-        "sim:enterprise-1.2a",
-    ]);
+    let (out, json, junit) = both_suites_on(dir.path(), &["sim", "sim:enterprise-1.2a"]);
     let console = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{console}\n{}", text(&out.stderr));
     let record = record(&json);
@@ -156,23 +153,9 @@ fn two_simulated_drives_in_one_run_have_per_target_reports_equal_to_the_console(
 #[test]
 fn qemu_and_simulated_drives_run_at_once_with_findings_for_the_qemu_target_only() {
     let dir = tempfile::tempdir().unwrap();
-    let (json, junit) = (dir.path().join("r.json"), dir.path().join("r.xml"));
     let expect = path(&repo().join("fixtures/qemu/expected.yaml"));
-    let out = nvtest(&[
-        "--suite",
-        "namespaces",
-        "--suite",
-        "trim",
-        "--json",
-        &path(&json),
-        "--junit",
-        &path(&junit),
-        "sim",
-        "sim:enterprise-1.2a",
-        "qemu:ns32",
-        "--expect",
-        &expect,
-    ]);
+    let (out, json, junit) =
+        both_suites_on(dir.path(), &["sim", "sim:enterprise-1.2a", "qemu:ns32", "--expect", &expect]);
     let console = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{console}\n{}", text(&out.stderr));
     let from_console = console_counts(&console);

@@ -1002,20 +1002,7 @@ mod tests {
         LoadedSuite {
             path: "s.yaml".into(),
             suite: SuiteInfo { name: "s".into(), title: "t".into(), spec: vec![], destructive: false },
-            cases: names
-                .iter()
-                .map(|n| ExpandedCase {
-                    suite: "s".into(),
-                    name: n.to_string(),
-                    title: String::new(),
-                    rule: String::new(),
-                    requires: vec![],
-                    destructive: false,
-                    advisory: false,
-                    steps: vec![],
-                    params: vec![],
-                })
-                .collect(),
+            cases: names.iter().map(|n| ExpandedCase::named("s", n)).collect(),
         }
     }
 

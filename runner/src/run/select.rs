@@ -49,17 +49,7 @@ mod tests {
     use super::*;
 
     fn case(suite: &str, name: &str) -> ExpandedCase {
-        ExpandedCase {
-            suite: suite.into(),
-            name: name.into(),
-            title: String::new(),
-            rule: String::new(),
-            requires: vec![],
-            destructive: false,
-            advisory: false,
-            steps: vec![],
-            params: vec![],
-        }
+        ExpandedCase::named(suite, name)
     }
 
     fn selection(filters: &[&str], skip: &[&str], exact: bool) -> Selection {

@@ -42,6 +42,24 @@ pub struct ExpandedCase {
     pub params: Vec<(String, MatrixValue)>,
 }
 
+impl ExpandedCase {
+    /// A case with a name and nothing else: no rule, no requirement, no step (for tests
+    /// of what runs cases).
+    pub fn named(suite: &str, name: &str) -> ExpandedCase {
+        ExpandedCase {
+            suite: suite.into(),
+            name: name.into(),
+            title: String::new(),
+            rule: String::new(),
+            requires: vec![],
+            destructive: false,
+            advisory: false,
+            steps: vec![],
+            params: vec![],
+        }
+    }
+}
+
 /// What a suite says about itself, for reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SuiteInfo {
