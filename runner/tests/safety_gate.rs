@@ -10,17 +10,7 @@ use nvtest::safety::{destructive_cases, gate, GateError, SafetyOptions};
 use nvtest::suite::{ExpandedCase, LoadedSuite, SuiteInfo};
 
 fn case(suite: &str, name: &str, destructive: bool) -> ExpandedCase {
-    ExpandedCase {
-        suite: suite.into(),
-        name: name.into(),
-        title: String::new(),
-        rule: String::new(),
-        requires: vec![],
-        destructive,
-        advisory: false,
-        steps: vec![],
-        params: vec![],
-    }
+    ExpandedCase { destructive, ..ExpandedCase::named(suite, name) }
 }
 
 fn suite(name: &str, destructive: bool, cases: &[&str]) -> LoadedSuite {
