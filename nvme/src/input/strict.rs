@@ -206,12 +206,29 @@ fn text<E: de::Error>(text: &str, expected: &'static str) -> E {
     let spells_one = if expected.starts_with("true") {
         matches!(text.trim(), "true" | "false")
     } else {
-        text.trim().parse::<f64>().is_ok() || text.trim().starts_with("0x")
+        let t = text.trim();
+        t.parse::<f64>().is_ok() || (t.starts_with("0x") && t[2..].chars().all(|c| c.is_ascii_hexdigit()))
     };
+    // Errors are one line: a value over several lines is shown with its breaks escaped,
+    // and a long one cut.
+    let shown = one_line(text);
     if spells_one {
-        E::custom(format_args!("\"{text}\" is quoted text; {expected} is written without quotes: {}", text.trim()))
+        E::custom(format_args!(
+            "\"{shown}\" is quoted text; {expected} is written without quotes: {}",
+            one_line(text.trim())
+        ))
     } else {
-        E::custom(format_args!("`{text}` is text; expected {expected}"))
+        E::custom(format_args!("`{shown}` is text; expected {expected}"))
+    }
+}
+
+/// `text` on one line: line breaks and tabs escaped, cut after 60 characters.
+fn one_line(text: &str) -> String {
+    let escaped: String = text.escape_debug().collect();
+    let escaped = escaped.replace("\\\"", "\"").replace("\\'", "'");
+    match escaped.char_indices().nth(60) {
+        Some((at, _)) => format!("{}…", &escaped[..at]),
+        None => escaped,
     }
 }
 
