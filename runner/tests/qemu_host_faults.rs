@@ -11,6 +11,9 @@
 
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+
+mod common;
+use common::processes_naming;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -103,22 +106,6 @@ fn nvtest(args: &[&str], tmpdir: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvtest"));
     cmd.args(args).env("TMPDIR", tmpdir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd
-}
-
-/// Processes whose command line names `dir` (a QEMU of the run names its sockets and
-/// images there).
-fn processes_naming(dir: &Path) -> Vec<u32> {
-    let needle = dir.as_os_str().as_encoded_bytes();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            if cmdline.windows(needle.len()).any(|w| w == needle) {
-                found.push(pid);
-            }
-        }
-    }
-    found
 }
 
 /// Nothing of the run is left: no process naming the tmpfs, no file but the filler.

@@ -11,6 +11,9 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+mod common;
+use common::processes_naming;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -179,22 +182,6 @@ fn an_interrupted_guest_recipe_is_stopped_with_its_children() {
     }
     assert_eq!(marked_processes(&run.marker), Vec::<u32>::new(), "recipe processes left running:\n{text}");
     assert_empty(run.tmp.path(), &text);
-}
-
-/// Processes whose command line names `dir` (a QEMU of a run names its sockets and
-/// images in the run's TMPDIR, even after their names are gone).
-fn processes_naming(dir: &Path) -> Vec<u32> {
-    let needle = dir.as_os_str().as_encoded_bytes();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            if cmdline.windows(needle.len()).any(|w| w == needle) {
-                found.push(pid);
-            }
-        }
-    }
-    found
 }
 
 /// /dev/shm files of the run of nvtest `pid` (`nvtest-qemu-<pid>-*`).

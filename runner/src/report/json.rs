@@ -126,6 +126,34 @@ pub struct Evidence {
     pub expected: String,
 }
 
+impl VerdictName {
+    /// The name of a verdict.
+    pub fn of(verdict: &Verdict) -> VerdictName {
+        match verdict {
+            Verdict::Pass => VerdictName::Pass,
+            Verdict::Fail(_) => VerdictName::Fail,
+            Verdict::Skipped(_) => VerdictName::Skip,
+            Verdict::Error(_) => VerdictName::Error,
+            Verdict::Warning(_) => VerdictName::Warning,
+            Verdict::ExpectedFailure { .. } => VerdictName::ExpectedFailure,
+            Verdict::UnexpectedPass { .. } => VerdictName::UnexpectedPass,
+        }
+    }
+
+    /// As the record writes it (`expected-failure`), also the JUnit `verdict` property.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictName::Pass => "pass",
+            VerdictName::Fail => "fail",
+            VerdictName::Skip => "skip",
+            VerdictName::Error => "error",
+            VerdictName::Warning => "warning",
+            VerdictName::ExpectedFailure => "expected-failure",
+            VerdictName::UnexpectedPass => "unexpected-pass",
+        }
+    }
+}
+
 impl From<&Failure> for Evidence {
     fn from(f: &Failure) -> Evidence {
         Evidence {
@@ -185,17 +213,13 @@ fn target(results: &RunResults) -> Target {
 }
 
 fn case(results: &RunResults, result: &CaseResult) -> Case {
-    let (verdict, reason, failure) = match &result.outcome.verdict {
-        Verdict::Pass => (VerdictName::Pass, None, None),
-        Verdict::Fail(f) => (VerdictName::Fail, None, Some(f.into())),
-        Verdict::Skipped(r) => (VerdictName::Skip, Some(r.clone()), None),
-        Verdict::Error(e) => (VerdictName::Error, Some(e.clone()), None),
-        Verdict::Warning(f) => (VerdictName::Warning, None, Some(f.into())),
-        Verdict::ExpectedFailure { failure, reason } => {
-            (VerdictName::ExpectedFailure, Some(reason.clone()), Some(failure.into()))
-        }
-        Verdict::UnexpectedPass { reason } => (VerdictName::UnexpectedPass, Some(reason.clone()), None),
+    let (reason, failure): (Option<String>, Option<Evidence>) = match &result.outcome.verdict {
+        Verdict::Pass => (None, None),
+        Verdict::Fail(f) | Verdict::Warning(f) => (None, Some(f.into())),
+        Verdict::Skipped(r) | Verdict::Error(r) | Verdict::UnexpectedPass { reason: r } => (Some(r.clone()), None),
+        Verdict::ExpectedFailure { failure, reason } => (Some(reason.clone()), Some(failure.into())),
     };
+    let verdict = VerdictName::of(&result.outcome.verdict);
     let spec = results.suites.iter().find(|s| s.name == result.suite).map(|s| s.spec.clone()).unwrap_or_default();
     Case {
         suite: result.suite.clone(),

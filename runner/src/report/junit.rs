@@ -156,7 +156,7 @@ fn test_case(result: &CaseResult, classname: &str, repeated: bool) -> TestCase {
     };
     let mut case = TestCase::new(result.name(repeated), status);
     case.set_classname(classname).set_time(outcome.duration);
-    case.add_property(Property::new("verdict", verdict_name(&outcome.verdict)));
+    case.add_property(Property::new("verdict", super::json::VerdictName::of(&outcome.verdict).as_str()));
     if result.seed != 0 {
         case.add_property(Property::new("seed", result.seed.to_string()));
     }
@@ -168,19 +168,6 @@ fn test_case(result: &CaseResult, classname: &str, repeated: bool) -> TestCase {
         case.set_system_out(out);
     }
     case
-}
-
-/// The verdict as the JSON record names it ([`super::json::VerdictName`]).
-fn verdict_name(verdict: &Verdict) -> &'static str {
-    match verdict {
-        Verdict::Pass => "pass",
-        Verdict::Fail(_) => "fail",
-        Verdict::Skipped(_) => "skip",
-        Verdict::Error(_) => "error",
-        Verdict::Warning(_) => "warning",
-        Verdict::ExpectedFailure { .. } => "expected-failure",
-        Verdict::UnexpectedPass { .. } => "unexpected-pass",
-    }
 }
 
 /// For an expected failure or a warning (successes to JUnit): what failed, so a

@@ -94,13 +94,6 @@ impl Live {
         lock(&self.ended).push(Ended { target, order, result });
     }
 
-    /// The results of one target, in run order.
-    pub fn results_of(&self, target: usize) -> Vec<CaseResult> {
-        let mut ended: Vec<Ended> = lock(&self.ended).iter().filter(|e| e.target == target).cloned().collect();
-        ended.sort_by_key(|e| e.order);
-        ended.into_iter().map(|e| e.result).collect()
-    }
-
     /// The whole run as a record; `interrupted` adds the running cases as errors.
     pub fn record(&self, interrupted: Option<String>) -> RunRecord {
         let identities = lock(&self.identities).clone();

@@ -32,6 +32,7 @@ use crate::verdict::{CaseOutcome, Verdict};
 use device::{error_outcome, panic_text, Opener};
 use live::Live;
 use nvme::linux::Host;
+use select::quoted;
 pub use select::Selection;
 
 /// What TARGET names.
@@ -214,6 +215,12 @@ impl<R> Rechecked<R> {
     pub fn new(inner: R, guard: Option<safety::Guard>) -> Self {
         Rechecked { inner, guard, suite: None, stopped: None, _lock: None }
     }
+
+    /// Holds the drive's lock ([`safety::lock_controller`]) as long as the runner lives.
+    pub fn holding(mut self, lock: safety::ControllerLock) -> Self {
+        self._lock = Some(lock);
+        self
+    }
 }
 
 impl<R: CaseRunner> CaseRunner for Rechecked<R> {
@@ -382,17 +389,25 @@ fn labels(options: &RunOptions) -> Vec<String> {
 /// Every (target, case) the run selects, case by case and target by target within a
 /// case (so targets take turns and run in parallel).
 fn selected<'a>(suites: &'a [LoadedSuite], options: &RunOptions) -> Vec<(usize, &'a ExpandedCase)> {
+    partition(suites, options).0
+}
+
+/// Every (target, case) in that order: those the run selects, and the others.
+type Pairs<'a> = Vec<(usize, &'a ExpandedCase)>;
+fn partition<'a>(suites: &'a [LoadedSuite], options: &RunOptions) -> (Pairs<'a>, Pairs<'a>) {
     let labels = labels(options);
     let several = labels.len() > 1;
-    let mut out = Vec::new();
+    let (mut selected, mut others) = (Vec::new(), Vec::new());
     for case in cases(suites) {
         for (t, label) in labels.iter().enumerate() {
             if options.selection.selects(case, several.then_some(label.as_str())) {
-                out.push((t, case));
+                selected.push((t, case));
+            } else {
+                others.push((t, case));
             }
         }
     }
-    out
+    (selected, others)
 }
 
 /// The name a case has on the console: `SUITE::CASE`, `TARGET::SUITE::CASE` on a run
@@ -459,7 +474,6 @@ fn check_selection(suites: &[LoadedSuite], options: &RunOptions) -> Result<(), R
     let names: Vec<&str> = suites.iter().map(|s| s.suite.name.as_str()).collect();
     let sel = &options.selection;
     let exact = if sel.exact { "--exact " } else { "" };
-    let quoted = |v: &[String]| v.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(" or ");
     let names = names.join(", ");
     let why = match (all, sel.filters.is_empty(), sel.skip.is_empty()) {
         (0, _, _) => format!("the suites {names} hold no case"),
@@ -573,8 +587,7 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
                     let lock = safety::lock_controller(&path)?;
                     let mut session = checked(Session::with_device(path.display().to_string(), device)?)?;
                     session.add_host_details(safety::pci_details(&host, &path));
-                    let mut runner = Rechecked::new(session, guard);
-                    runner._lock = Some(lock);
+                    let runner = Rechecked::new(session, guard).holding(lock);
                     let controller = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                     let label = path.display().to_string();
                     let runner = KernelLogged::new(runner, &host.node_path("kmsg"), &controller, &label);
@@ -671,11 +684,7 @@ pub fn run_targets(
     crate::run::live::enter(live.clone()).map_err(RunError::Usage)?;
     let timeout = options.timeout.map(live::watch_timeout);
 
-    let pairs = selected(suites, options);
-    let not_selected: Vec<(usize, &ExpandedCase)> = cases(suites)
-        .flat_map(|c| (0..devices.len()).map(move |t| (t, c)))
-        .filter(|p| !pairs.iter().any(|q| q.0 == p.0 && std::ptr::eq(q.1, p.1)))
-        .collect();
+    let (pairs, not_selected) = partition(suites, options);
     let mut args = arguments(options, devices.len());
     args.skip = vec![NOT_SELECTED.to_string()];
     let repeated = options.repeat != Repeat::Times(1);

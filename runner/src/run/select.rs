@@ -32,7 +32,6 @@ impl Selection {
     /// The filters in words for messages: "--filter `a` or `b` without --skip `c`".
     pub fn describe(&self) -> String {
         let exact = if self.exact { "--exact " } else { "" };
-        let quoted = |v: &[String]| v.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(" or ");
         match (self.filters.is_empty(), self.skip.is_empty()) {
             (true, true) => "no filter".into(),
             (false, true) => format!("--filter {exact}{}", quoted(&self.filters)),
@@ -42,6 +41,11 @@ impl Selection {
             }
         }
     }
+}
+
+/// Texts for messages: "`a` or `b`".
+pub fn quoted(texts: &[String]) -> String {
+    texts.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(" or ")
 }
 
 #[cfg(test)]
