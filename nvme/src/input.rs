@@ -10,6 +10,15 @@ pub mod strict;
 /// The most a suite, profile, topology or expected-findings file may hold.
 pub const MAX_TEXT_FILE_BYTES: u64 = 4 << 20;
 
+/// `message` on one line, as every error about an input file is shown: line breaks, tabs
+/// and other control characters (a value quoted from the file may hold them) escaped.
+pub fn one_line(message: &str) -> String {
+    if !message.chars().any(char::is_control) {
+        return message.to_string();
+    }
+    message.chars().map(|c| if c.is_control() { c.escape_debug().collect() } else { c.to_string() }).collect()
+}
+
 /// Reads `path` as UTF-8 text of at most [`MAX_TEXT_FILE_BYTES`]. Pipes and process
 /// substitutions work (nothing is asked of the file's type); a directory, a longer or
 /// endless stream, or bytes that are not UTF-8 are errors.
@@ -37,6 +46,12 @@ pub fn read_text_file(path: &Path) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_are_shown_on_one_line() {
+        assert_eq!(one_line("uuid `6e76\n0001\t` is not a UUID"), "uuid `6e76\\n0001\\t` is not a UUID");
+        assert_eq!(one_line("plain \"quoted\" text"), "plain \"quoted\" text");
+    }
 
     #[test]
     fn an_endless_file_is_an_error_not_a_memory_exhaustion() {

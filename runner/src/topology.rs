@@ -82,7 +82,7 @@ impl fmt::Display for TopologyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TopologyError::Invalid { origin, line, column, message } => {
-                write!(f, "{origin}:{line}:{column}: {message}")
+                write!(f, "{origin}:{line}:{column}: {}", nvme::input::one_line(message))
             }
             TopologyError::Read { origin, message } => write!(f, "{origin}: cannot read the topology: {message}"),
             TopologyError::UnknownBuiltin { name, known } => {
@@ -1339,6 +1339,11 @@ mod tests {
                 "t.yaml:5:62: \"true\" is quoted text; true or false is written without quotes: true",
             ),
             ("name: t\nmachine: {memory_mb: \"256\"}\ncontrollers:\n  - {id: c0, serial: A}\n", "t.yaml:2:22: \"256\" is quoted text"),
+            // A value folded over a blank line holds a line break; the error stays one line.
+            (
+                "name: t\ncontrollers:\n  - {id: c0, serial: A}\nnamespaces:\n  - nsid: 1\n    controller: c0\n    lbads: 512\n    blocks: 8\n    uuid: 6e76\n\n      0001\n",
+                "t.yaml:9:11: uuid `6e76\\n0001` is not a UUID",
+            ),
         ];
         let mut wrong = Vec::new();
         for (text, want) in cases {

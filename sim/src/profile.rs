@@ -41,7 +41,7 @@ const BUILTIN: &[(&str, &str)] = &[
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     /// The text is not a valid profile; `line` and `column` are 1-based.
-    #[error("{origin}:{line}:{column}: {message}")]
+    #[error("{origin}:{line}:{column}: {}", nvme::input::one_line(message))]
     Invalid { origin: String, line: u32, column: u32, message: String },
     #[error("{origin}: cannot read the profile: {source}")]
     Read { origin: String, source: std::io::Error },

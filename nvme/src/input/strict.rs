@@ -224,8 +224,7 @@ fn text<E: de::Error>(text: &str, expected: &'static str) -> E {
 
 /// `text` on one line: line breaks and tabs escaped, cut after 60 characters.
 fn one_line(text: &str) -> String {
-    let escaped: String = text.escape_debug().collect();
-    let escaped = escaped.replace("\\\"", "\"").replace("\\'", "'");
+    let escaped = super::one_line(text);
     match escaped.char_indices().nth(60) {
         Some((at, _)) => format!("{}…", &escaped[..at]),
         None => escaped,

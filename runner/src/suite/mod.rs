@@ -95,7 +95,7 @@ impl SuiteError {
         SuiteError {
             file: file.to_path_buf(),
             pos: Some(pos),
-            message: one_line(&message.into()),
+            message: nvme::input::one_line(&message.into()),
             source_line: text.lines().nth(pos.line.saturating_sub(1)).map(str::to_string),
         }
     }
@@ -234,11 +234,6 @@ fn clarify(message: &str) -> String {
         _ => return message.to_string(),
     };
     known.to_string()
-}
-
-/// Makes a message one line: control characters become spaces.
-fn one_line(message: &str) -> String {
-    message.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }
 
 #[cfg(test)]
