@@ -152,6 +152,24 @@ pub trait Device {
     fn registers(&mut self) -> Option<&mut dyn Registers> {
         None
     }
+
+    /// Queues for a workload, one per `queues` entry, with many commands in flight
+    /// ([`crate::queued::QueuedIo`]). The default: the target cannot queue commands.
+    fn queued_io(
+        &mut self,
+        queues: &[crate::queued::QueueSpec],
+    ) -> Result<Box<dyn crate::queued::QueuedIo + '_>, DeviceError> {
+        let _ = queues;
+        Err(DeviceError::Unsupported("this target cannot keep commands queued".into()))
+    }
+
+    /// Selects the arbitration mechanism (CC.AMS, §4.13) with a Controller Reset, on
+    /// targets where nvtest's driver owns the controller. Fails, changing nothing, when
+    /// CAP.AMS does not report it. The default: the target cannot.
+    fn select_arbitration(&mut self, mechanism: crate::driver::ArbitrationMechanism) -> Result<(), DeviceError> {
+        let _ = mechanism;
+        Err(DeviceError::Unsupported("the operating system's driver selects the arbitration mechanism".into()))
+    }
 }
 
 /// Access to a controller's registers ("Figure 78: Controller Registers"), for cases

@@ -19,5 +19,6 @@ pub mod device;
 pub mod driver;
 pub mod input;
 pub mod linux;
+pub mod queued;
 pub mod spec;
 pub mod transport;

@@ -258,6 +258,17 @@ impl Device for QemuDevice {
         self.controller.controller_reset()
     }
 
+    fn queued_io(
+        &mut self,
+        queues: &[nvme::queued::QueueSpec],
+    ) -> Result<Box<dyn nvme::queued::QueuedIo + '_>, DeviceError> {
+        self.controller.queued_io(queues)
+    }
+
+    fn select_arbitration(&mut self, mechanism: nvme::driver::ArbitrationMechanism) -> Result<(), DeviceError> {
+        self.controller.select_arbitration(mechanism)
+    }
+
     /// What QEMU wrote to its stderr since the last call (warnings, assertion failures,
     /// failed I/O on its images).
     fn take_diagnostics(&mut self) -> Vec<String> {

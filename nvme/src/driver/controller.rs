@@ -3,7 +3,7 @@
 //! (§7.3.2), the admin queue's Asynchronous Event Requests, and the [`Device`]
 //! implementation the runner uses.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::device::{Access, Data, Device, DeviceError, Registers};
 use crate::driver::memory::{DmaBuf, PageAllocator, PAGE_SIZE};
@@ -29,6 +29,12 @@ pub struct Options {
     pub admin_queue_depth: u16,
     /// I/O queue pairs to create (fewer if the controller allocates fewer).
     pub io_queues: u16,
+    /// I/O queues asked for in Set Features Number of Queues (at least `io_queues`):
+    /// the room workloads have for queues of their own ([`Controller::open_queues`]).
+    /// The feature can be set only once per Controller Reset, so it is asked for once.
+    pub io_queues_requested: u16,
+    /// The arbitration mechanism to select in CC.AMS (§4.13).
+    pub arbitration: ArbitrationMechanism,
     /// Entries of each I/O queue (capped at CAP.MQES + 1).
     pub io_queue_depth: u32,
     /// Deadline of every command, in milliseconds.
@@ -45,10 +51,32 @@ impl Default for Options {
         Options {
             admin_queue_depth: 32,
             io_queues: 1,
+            io_queues_requested: 16,
+            arbitration: ArbitrationMechanism::RoundRobin,
             io_queue_depth: 256,
             command_timeout_ms: 10_000,
             slot_buffer_bytes: 4096,
             slot_buffer_keep_max: 128 * 1024,
+        }
+    }
+}
+
+/// CC.AMS: Arbitration Mechanism Selected (Figure 78, CC bits 13:11; §4.13 "Command
+/// Arbitration").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArbitrationMechanism {
+    /// 000b: round robin, every controller supports it.
+    RoundRobin,
+    /// 001b: weighted round robin with urgent priority class, when CAP.AMS bit 0 is set.
+    WeightedRoundRobinUrgent,
+}
+
+impl ArbitrationMechanism {
+    /// The CC.AMS value.
+    pub fn ams(self) -> u8 {
+        match self {
+            ArbitrationMechanism::RoundRobin => 0b000,
+            ArbitrationMechanism::WeightedRoundRobinUrgent => 0b001,
         }
     }
 }
@@ -65,13 +93,13 @@ enum State {
 
 /// An NVMe controller driven by nvtest through a [`Transport`].
 pub struct Controller {
-    transport: Box<dyn Transport>,
+    pub(super) transport: Box<dyn Transport>,
     options: Options,
     cap: Cap,
     version: Version,
-    pages: PageAllocator,
+    pub(super) pages: PageAllocator,
     admin: Option<QueuePair>,
-    io: Vec<QueuePair>,
+    pub(super) io: Vec<QueuePair>,
     /// NSQA and NCQA (1-based) from the last Set Features Number of Queues.
     queues_allocated: (u16, u16),
     /// Asynchronous Event Requests the caller asked to keep outstanding.
@@ -190,7 +218,7 @@ impl Controller {
 
     /// A queue pair: 0 is the admin queue, 1.. the I/O queues.
     pub fn queue(&mut self, qid: u16) -> Result<IoQueuePair<'_>, DeviceError> {
-        let timeout = Duration::from_millis(self.options.command_timeout_ms);
+        let timeout = self.timeout();
         let index = self.io.iter().position(|q| q.qid == qid);
         let exists = if qid == 0 { self.admin.is_some() } else { index.is_some() };
         if !exists {
@@ -223,14 +251,14 @@ impl Controller {
     }
 
     fn wait_csts(&mut self, what: &str, bound: Duration, done: impl Fn(Csts) -> bool) -> Result<Csts, DeviceError> {
-        let start = Instant::now();
+        let start = self.transport.now_ns();
         let mut spins = 0u32;
         loop {
             let csts = Csts::from_bits(self.transport.mmio_read32(offset::CSTS)?);
             if done(csts) {
                 return Ok(csts);
             }
-            if start.elapsed() > bound {
+            if self.transport.now_ns().saturating_sub(start) > bound.as_nanos() as u64 {
                 return Err(DeviceError::Driver(format!(
                     "{what}: not within {} ms (CAP.TO {}); CSTS = {:#x}",
                     bound.as_millis(),
@@ -240,7 +268,7 @@ impl Controller {
             }
             self.transport.idle()?;
             spins += 1;
-            if spins > 100 {
+            if spins > 100 && !self.transport.simulated_clock() {
                 std::thread::sleep(Duration::from_micros(100));
             }
         }
@@ -319,8 +347,15 @@ impl Controller {
         self.transport.mmio_write64(offset::ACQ, admin.cq_base())?;
         self.admin = Some(admin);
 
-        // CSS = NVM (000b), MPS = 0 (4 KiB), AMS = round robin (000b), IOSQES = 6, IOCQES = 4.
-        let cc = Cc::new().with_css(0).with_mps(0).with_ams(0).with_iosqes(6).with_iocqes(4).with_en(true);
+        let ams = self.options.arbitration;
+        if ams != ArbitrationMechanism::RoundRobin && self.cap.ams() & 1 == 0 {
+            return Err(DeviceError::Unsupported(format!(
+                "CAP.AMS is {:02b}b: bit 0 (weighted round robin with urgent priority class) is not set",
+                self.cap.ams()
+            )));
+        }
+        // CSS = NVM (000b), MPS = 0 (4 KiB), AMS as asked, IOSQES = 6, IOCQES = 4.
+        let cc = Cc::new().with_css(0).with_mps(0).with_ams(ams.ams()).with_iosqes(6).with_iocqes(4).with_en(true);
         self.transport.mmio_write32(offset::CC, cc.into_bits())?;
         let csts = self.wait_csts("CSTS.RDY to set after CC.EN = 1", self.ready_bound(), |c| c.rdy() || c.cfs())?;
         if csts.cfs() {
@@ -343,7 +378,8 @@ impl Controller {
             return Ok(());
         }
         // Number of Queues (§5.21.1.7): NSQR / NCQR in CDW11, NSQA / NCQA in DW0.
-        let request = NumberOfQueues::request(wanted as u32, wanted as u32);
+        let asked = wanted.max(self.options.io_queues_requested) as u32;
+        let request = NumberOfQueues::request(asked, asked);
         let set = set_features(FeatureId::NumberOfQueues, false, 0, request.into_bits());
         let done = self.admin(set, Data::None)?;
         if !done.status().is_success() {
@@ -355,42 +391,104 @@ impl Controller {
         self.queues_allocated = (nsqa, ncqa);
         let count = wanted.min(nsqa).min(ncqa);
         // MQES is 0's based; a drive reporting 0 (one entry) gets the smallest legal queue.
-        let entries = self.options.io_queue_depth.clamp(2, (self.cap.mqes() as u32 + 1).max(2));
-        let sizes =
-            SlotSizes { preallocated: self.options.slot_buffer_bytes, keep_max: self.options.slot_buffer_keep_max };
         for qid in 1..=count {
-            let pair = QueuePair::new(qid, entries, self.cap.dstrd(), self.transport.dma(), &mut self.pages, sizes)?;
-            let qsize = (entries - 1) as u16;
-            let cq = CreateIoCompletionQueue { qid, qsize, prp1: pair.cq_base(), pc: true, ien: false, iv: 0 };
-            let sq = CreateIoSubmissionQueue {
-                qid,
-                qsize,
-                prp1: pair.sq_base(),
-                pc: true,
-                qprio: QueuePriority::Urgent,
-                cqid: qid,
-                nvmsetid: 0,
-            };
-            let cq_done = self.admin(cq.to_command(), Data::None)?;
-            if !cq_done.status().is_success() {
-                pair.release(&mut self.pages);
-                return Err(DeviceError::Driver(format!(
-                    "Create I/O Completion Queue {qid} ({entries} entries) failed: {}",
-                    cq_done.status()
-                )));
-            }
-            let sq_done = self.admin(sq.to_command(), Data::None)?;
-            if !sq_done.status().is_success() {
-                pair.release(&mut self.pages);
-                let _ = self.admin(DeleteIoCompletionQueue { qid }.to_command(), Data::None);
-                return Err(DeviceError::Driver(format!(
-                    "Create I/O Submission Queue {qid} ({entries} entries) failed: {}",
-                    sq_done.status()
-                )));
-            }
-            self.io.push(pair);
+            self.create_queue_pair(qid, self.options.io_queue_depth, QueuePriority::Urgent)?;
         }
         Ok(())
+    }
+
+    /// Creates I/O queue pair `qid` (its CQ, then its SQ posting to it, with QPRIO
+    /// `priority`) of `entries` entries, capped at CAP.MQES + 1.
+    pub(super) fn create_queue_pair(
+        &mut self,
+        qid: u16,
+        entries: u32,
+        priority: QueuePriority,
+    ) -> Result<(), DeviceError> {
+        // MQES is 0's based; a drive reporting 0 (one entry) gets the smallest legal queue.
+        let entries = entries.clamp(2, (self.cap.mqes() as u32 + 1).max(2));
+        let sizes =
+            SlotSizes { preallocated: self.options.slot_buffer_bytes, keep_max: self.options.slot_buffer_keep_max };
+        let pair = QueuePair::new(qid, entries, self.cap.dstrd(), self.transport.dma(), &mut self.pages, sizes)?;
+        let qsize = (entries - 1) as u16;
+        let cq = CreateIoCompletionQueue { qid, qsize, prp1: pair.cq_base(), pc: true, ien: false, iv: 0 };
+        let sq =
+            CreateIoSubmissionQueue { qid, qsize, prp1: pair.sq_base(), pc: true, qprio: priority, cqid: qid, nvmsetid: 0 };
+        let cq_done = match self.admin(cq.to_command(), Data::None) {
+            Ok(done) => done,
+            Err(e) => {
+                pair.release(&mut self.pages);
+                return Err(e);
+            }
+        };
+        if !cq_done.status().is_success() {
+            pair.release(&mut self.pages);
+            return Err(DeviceError::Driver(format!(
+                "Create I/O Completion Queue {qid} ({entries} entries) failed: {}",
+                cq_done.status()
+            )));
+        }
+        let sq_done = match self.admin(sq.to_command(), Data::None) {
+            Ok(done) => done,
+            Err(e) => {
+                pair.release(&mut self.pages);
+                return Err(e);
+            }
+        };
+        if !sq_done.status().is_success() {
+            pair.release(&mut self.pages);
+            let _ = self.admin(DeleteIoCompletionQueue { qid }.to_command(), Data::None);
+            return Err(DeviceError::Driver(format!(
+                "Create I/O Submission Queue {qid} ({entries} entries, {priority:?} priority) failed: {}",
+                sq_done.status()
+            )));
+        }
+        self.io.push(pair);
+        Ok(())
+    }
+
+    /// Deletes I/O queue pair `qid` (its SQ, then its CQ) and frees its memory. Commands
+    /// still in it are aborted by the controller (Command Aborted due to SQ Deletion).
+    pub(super) fn delete_queue_pair(&mut self, qid: u16) -> Result<(), DeviceError> {
+        let Some(index) = self.io.iter().position(|q| q.qid == qid) else {
+            return Err(DeviceError::Driver(format!("I/O queue {qid} does not exist")));
+        };
+        let sq = self.admin(DeleteIoSubmissionQueue { qid }.to_command(), Data::None);
+        let cq = self.admin(DeleteIoCompletionQueue { qid }.to_command(), Data::None);
+        let pair = self.io.remove(index);
+        pair.release(&mut self.pages);
+        for (what, done) in [("Submission", sq?), ("Completion", cq?)] {
+            if !done.status().is_success() {
+                return Err(DeviceError::Driver(format!("Delete I/O {what} Queue {qid} failed: {}", done.status())));
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues of the workload's own, one per `specs` entry, numbered after the I/O
+    /// queues the controller already has ([`crate::driver::QueueSet`]). They are deleted
+    /// when the set is closed or dropped.
+    pub fn open_queues(&mut self, specs: &[crate::queued::QueueSpec]) -> Result<super::QueueSet<'_>, DeviceError> {
+        super::QueueSet::open(self, specs)
+    }
+
+    /// The command timeout as a duration.
+    pub(super) fn timeout(&self) -> Duration {
+        Duration::from_millis(self.options.command_timeout_ms)
+    }
+
+    /// Selects `mechanism` in CC.AMS: a Controller Reset with the new setting (CC.AMS
+    /// may only change while CC.EN is 0). Fails, changing nothing, when CAP.AMS does not
+    /// report it.
+    pub fn set_arbitration(&mut self, mechanism: ArbitrationMechanism) -> Result<(), DeviceError> {
+        let before = self.options.arbitration;
+        self.options.arbitration = mechanism;
+        let result = self.reset();
+        if result.is_err() && before != mechanism {
+            self.options.arbitration = before;
+            let _ = self.reset();
+        }
+        result
     }
 
     /// A Controller Reset (CC.EN 1 → 0, §7.3.2) followed by a full bring-up.
@@ -553,6 +651,17 @@ impl Device for Controller {
 
     fn controller_reset(&mut self) -> Result<(), DeviceError> {
         self.reset()
+    }
+
+    fn queued_io(
+        &mut self,
+        queues: &[crate::queued::QueueSpec],
+    ) -> Result<Box<dyn crate::queued::QueuedIo + '_>, DeviceError> {
+        Ok(Box::new(self.open_queues(queues)?))
+    }
+
+    fn select_arbitration(&mut self, mechanism: ArbitrationMechanism) -> Result<(), DeviceError> {
+        self.set_arbitration(mechanism)
     }
 }
 

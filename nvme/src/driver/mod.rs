@@ -6,6 +6,8 @@
 //!   gives register-level cases the registers and the transport.
 //! - [`IoQueuePair`] is a queue with many commands in flight: `submit`, `ring`, `poll`,
 //!   `wait`, or one command at a time with `execute`.
+//! - [`QueueSet`] is several queue pairs created for a workload, with their priorities
+//!   ([`crate::queued::QueuedIo`]).
 //! - [`memory`] allocates host memory pages; [`prp`] builds PRP entries and lists for
 //!   a transfer of any length (MDTS is not applied: nvtest checks drives reject
 //!   over-MDTS transfers; [`Controller::max_transfer_bytes`] tells callers how to split).
@@ -16,7 +18,9 @@ mod controller;
 pub mod memory;
 pub mod prp;
 mod queue;
+mod queue_set;
 
-pub use controller::{Controller, Options};
+pub use controller::{ArbitrationMechanism, Controller, Options};
+pub use queue_set::QueueSet;
 pub use memory::{DmaBuf, PageAllocator, PAGE_SIZE};
 pub use queue::{IoQueuePair, Reaped, Transfer, CQE_BYTES, SQE_BYTES};

@@ -16,7 +16,7 @@
 //! path (`execute`) used by the `Device` implementation.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::device::{Data, DeviceError};
 use crate::driver::memory::{DmaBuf, PageAllocator, PAGE_SIZE};
@@ -158,7 +158,8 @@ struct Slot {
     state: SlotState,
     kind: SlotKind,
     opcode: u8,
-    submitted: Instant,
+    /// When the command was submitted, on the transport's clock (ns).
+    submitted: u64,
     data: SlotMemory,
     data_len: usize,
     data_from_device: bool,
@@ -175,7 +176,7 @@ impl Slot {
             state: SlotState::Free,
             kind: SlotKind::Command,
             opcode: 0,
-            submitted: Instant::now(),
+            submitted: 0,
             data: SlotMemory::default(),
             data_len: 0,
             data_from_device: false,
@@ -220,8 +221,9 @@ pub(crate) struct QueuePair {
     /// SQ head as last reported by the controller (CQE SQHD).
     sq_head: u32,
     rung_tail: u32,
-    /// When the first command since the last SQ Tail Doorbell write was submitted.
-    batch_started: Instant,
+    /// When the first command since the last SQ Tail Doorbell write was submitted, on
+    /// the transport's clock (ns).
+    batch_started: u64,
     cq_head: u32,
     phase: bool,
     cq_head_unwritten: bool,
@@ -299,7 +301,7 @@ impl QueuePair {
             sq_tail: 0,
             sq_head: 0,
             rung_tail: 0,
-            batch_started: Instant::now(),
+            batch_started: 0,
             cq_head: 0,
             phase: true,
             cq_head_unwritten: false,
@@ -353,11 +355,19 @@ impl QueuePair {
         format!("{} ({opcode:02X}h) CID {cid} on {}", name.unwrap_or_else(|| "command".into()), self.queue_name())
     }
 
+    /// Whether the next command starts a batch (nothing submitted since the last SQ Tail
+    /// Doorbell write): then its submission time is read from the clock.
+    pub fn starts_batch(&self) -> bool {
+        self.sq_tail == self.rung_tail
+    }
+
     /// Writes `cmd` at the SQ tail with a free CID and, unless `raw`, the data pointer
     /// (PRP Entry 1/2, PSDT = PRPs) and metadata pointer of freshly staged buffers.
+    /// `now_ns` is the clock when [`Self::starts_batch`] (otherwise unused).
     #[allow(clippy::too_many_arguments)]
     pub fn submit(
         &mut self,
+        now_ns: u64,
         dma: &DmaRegion,
         pages: &mut PageAllocator,
         mut cmd: Command,
@@ -399,7 +409,7 @@ impl QueuePair {
         // One clock read per batch: the commands put in before one doorbell write share
         // the time the first was (a clock read per command cost ~9% of a QD 32 loop).
         if self.sq_tail == self.rung_tail {
-            self.batch_started = Instant::now();
+            self.batch_started = now_ns;
         }
         self.sq_tail = (self.sq_tail + 1) % self.entries;
         slot.state = SlotState::InFlight;
@@ -522,10 +532,12 @@ impl QueuePair {
     }
 
     /// The first in-flight command past its deadline, marked abandoned.
-    fn expire(&mut self, timeout: Duration) -> Option<u16> {
-        let now = Instant::now();
+    fn expire(&mut self, timeout: Duration, now_ns: u64) -> Option<u16> {
+        let timeout = timeout.as_nanos() as u64;
         let cid = self.slots.iter().position(|s| {
-            s.state == SlotState::InFlight && s.kind == SlotKind::Command && now.duration_since(s.submitted) > timeout
+            s.state == SlotState::InFlight
+                && s.kind == SlotKind::Command
+                && now_ns.saturating_sub(s.submitted) > timeout
         })?;
         self.abandon(cid as u16);
         Some(cid as u16)
@@ -545,6 +557,11 @@ impl QueuePair {
     /// Commands submitted and not yet handed back (in flight, or completed and waiting).
     pub fn outstanding(&self) -> usize {
         self.commands_outstanding
+    }
+
+    /// Commands that can be in flight at once (entries − 1).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
     }
 }
 
@@ -598,7 +615,8 @@ fn with_bytes<R>(
     }
 }
 
-/// Waits politely: spins, then sleeps a little, always letting the transport progress.
+/// Waits politely: spins, then sleeps a little, always letting the transport progress
+/// (a simulated clock moves on in `idle`; sleeping would only slow it down).
 struct Waiter {
     spins: u32,
 }
@@ -611,7 +629,7 @@ impl Waiter {
     fn idle(&mut self, transport: &mut dyn Transport) -> Result<(), DeviceError> {
         transport.idle()?;
         self.spins = self.spins.saturating_add(1);
-        if self.spins > 2000 {
+        if self.spins > 2000 && !transport.simulated_clock() {
             std::thread::sleep(Duration::from_micros(20));
         }
         Ok(())
@@ -673,15 +691,26 @@ impl IoQueuePair<'_> {
         data: Transfer<'_>,
         metadata: Transfer<'_>,
     ) -> Result<u16, DeviceError> {
+        let now = self.batch_time();
         let dma = self.transport.dma();
-        self.queue.submit(dma, self.pages, cmd, data, metadata, SlotKind::Command, false)
+        self.queue.submit(now, dma, self.pages, cmd, data, metadata, SlotKind::Command, false)
+    }
+
+    /// The clock, read only when the next command starts a batch.
+    fn batch_time(&mut self) -> u64 {
+        if self.queue.starts_batch() {
+            self.transport.now_ns()
+        } else {
+            0
+        }
     }
 
     /// Places `cmd` exactly as given (PRP entries, MPTR and PSDT untouched) except for its
     /// CID: for cases that build their own data pointers.
     pub fn submit_raw(&mut self, cmd: Command) -> Result<u16, DeviceError> {
+        let now = self.batch_time();
         let dma = self.transport.dma();
-        self.queue.submit(dma, self.pages, cmd, Transfer::None, Transfer::None, SlotKind::Command, true)
+        self.queue.submit(now, dma, self.pages, cmd, Transfer::None, Transfer::None, SlotKind::Command, true)
     }
 
     /// Writes the SQ Tail Doorbell so the controller fetches what was submitted.
@@ -718,12 +747,21 @@ impl IoQueuePair<'_> {
                 return Ok(done);
             }
             if got == 0 {
-                if let Some(cid) = self.queue.expire(self.timeout) {
+                let now = self.transport.now_ns();
+                if let Some(cid) = self.queue.expire(self.timeout, now) {
                     return Err(self.queue.timeout_error(cid, self.timeout));
                 }
                 waiter.idle(self.transport)?;
             }
         }
+    }
+
+    /// The first in-flight command past the command timeout, given up on, as the error
+    /// naming it; `None` when every command is within its time.
+    pub fn expired(&mut self) -> Option<DeviceError> {
+        let now = self.transport.now_ns();
+        let cid = self.queue.expire(self.timeout, now)?;
+        Some(self.queue.timeout_error(cid, self.timeout))
     }
 
     /// Sends one command and waits (bounded) for its completion; data the controller
@@ -735,8 +773,10 @@ impl IoQueuePair<'_> {
         mut data: Data<'_>,
         mut metadata: Data<'_>,
     ) -> Result<Completion, DeviceError> {
+        let now = self.batch_time();
         let dma = self.transport.dma();
         let cid = self.queue.submit(
+            now,
             dma,
             self.pages,
             cmd,
@@ -765,9 +805,10 @@ impl IoQueuePair<'_> {
     }
 
     pub(crate) fn submit_async_event_request(&mut self) -> Result<u16, DeviceError> {
+        let now = self.batch_time();
         let dma = self.transport.dma();
         let cmd = crate::spec::queue::asynchronous_event_request();
-        self.queue.submit(dma, self.pages, cmd, Transfer::None, Transfer::None, SlotKind::AsyncEvent, false)
+        self.queue.submit(now, dma, self.pages, cmd, Transfer::None, Transfer::None, SlotKind::AsyncEvent, false)
     }
 
     /// Reaps what is posted without waiting, keeping completions for later.
@@ -788,7 +829,8 @@ impl IoQueuePair<'_> {
             if self.queue.reap(self.transport, self.pages)? > 0 {
                 continue;
             }
-            let elapsed = self.queue.slots[cid as usize].submitted.elapsed();
+            let now = self.transport.now_ns();
+            let elapsed = Duration::from_nanos(now.saturating_sub(self.queue.slots[cid as usize].submitted));
             if elapsed > self.timeout {
                 self.queue.abandon(cid);
                 return Err(self.queue.timeout_error(cid, self.timeout));

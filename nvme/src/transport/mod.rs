@@ -51,9 +51,40 @@ pub trait Transport: Send {
     fn dma(&self) -> &DmaRegion;
 
     /// Called while the driver waits for a completion or a register to change, so a
-    /// target that needs a nudge (a virtual clock, an event loop) can make progress.
+    /// target that needs a nudge (a virtual clock, an event loop) can make progress. A
+    /// target with a simulated clock lets time pass to its next event here.
     fn idle(&mut self) -> Result<(), TransportError> {
         std::hint::spin_loop();
         Ok(())
     }
+
+    /// The target's clock, in nanoseconds: the time every deadline, latency and rate of
+    /// the host is measured in. Monotonic wall time (from the first reading in this
+    /// process) unless the target runs on a simulated clock of its own.
+    fn now_ns(&mut self) -> u64 {
+        monotonic_ns()
+    }
+
+    /// Lets time pass until `deadline_ns` on [`Self::now_ns`]'s clock at most, returning
+    /// earlier when the controller may have something new (a completion). A simulated
+    /// clock jumps to its next event or to the deadline, whichever is first; a wall
+    /// clock only waits a moment (the host polls its queues again), so callers loop.
+    fn idle_until(&mut self, deadline_ns: u64) -> Result<(), TransportError> {
+        if self.now_ns() < deadline_ns {
+            self.idle()?;
+        }
+        Ok(())
+    }
+
+    /// Whether [`Self::now_ns`] is a simulated clock (time passes only in
+    /// [`Self::idle`] and [`Self::idle_until`]), so figures on it are exact and repeatable.
+    fn simulated_clock(&self) -> bool {
+        false
+    }
+}
+
+/// Nanoseconds of monotonic wall time since the first call in this process.
+pub fn monotonic_ns() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_nanos() as u64
 }

@@ -1,0 +1,75 @@
+//! Many commands in flight on several queues at once: what a workload needs of a target.
+//!
+//! [`QueuedIo`] is the whole contract between nvtest's workload engine and a target:
+//! submit to a queue, ring it, reap what completed (with the data read), and the
+//! target's clock. nvtest's own driver offers it over I/O queue pairs it creates for the
+//! workload ([`crate::driver::QueueSet`], sim and QEMU); the Linux target over io_uring
+//! NVMe passthrough. A [`crate::device::Device`] hands one out with
+//! [`crate::device::Device::queued_io`].
+
+use crate::device::DeviceError;
+pub use crate::driver::{Reaped, Transfer};
+use crate::spec::queue::QueuePriority;
+use crate::spec::Command;
+
+/// One queue a workload asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// Commands the queue must hold in flight at once (its entries are one more).
+    pub depth: u32,
+    /// QPRIO of its submission queue (Create I/O Submission Queue CDW11 bits 2:1): used
+    /// by the controller only when CC.AMS selects weighted round robin (§4.13).
+    pub priority: QueuePriority,
+}
+
+/// Queues of one controller with many commands in flight, and the clock they run on.
+/// Queues are numbered `0 .. queue_count()` in the order they were asked for.
+pub trait QueuedIo {
+    /// The target and the queues ("sim:enterprise-1.4, I/O queues 2, 3").
+    fn describe(&self) -> String;
+
+    fn queue_count(&self) -> usize;
+
+    /// The queue identifier the controller knows queue `queue` by (for reports).
+    fn qid(&self, queue: usize) -> u16;
+
+    /// How many commands `queue` can have in flight.
+    fn capacity(&self, queue: usize) -> usize;
+
+    /// Commands submitted to `queue` and not yet handed back by [`Self::poll`].
+    fn outstanding(&self, queue: usize) -> usize;
+
+    /// Places a command in `queue` with a free CID and a buffer holding (or receiving)
+    /// its data; the controller sees it after [`Self::ring`]. Returns the CID.
+    fn submit(
+        &mut self,
+        queue: usize,
+        cmd: Command,
+        data: Transfer<'_>,
+        metadata: Transfer<'_>,
+    ) -> Result<u16, DeviceError>;
+
+    /// Tells the controller about what was submitted to `queue` (the SQ Tail Doorbell).
+    fn ring(&mut self, queue: usize) -> Result<(), DeviceError>;
+
+    /// Hands every completion `queue` has to `f` with its data, never waiting.
+    fn poll(&mut self, queue: usize, f: &mut dyn FnMut(Reaped<'_>)) -> Result<usize, DeviceError>;
+
+    /// The first command of `queue` past the command timeout, given up on (it no
+    /// longer counts as outstanding), as the error that names it.
+    fn expired(&mut self, queue: usize) -> Option<DeviceError>;
+
+    /// The target's clock in nanoseconds ([`crate::transport::Transport::now_ns`]).
+    fn now_ns(&mut self) -> u64;
+
+    /// Lets time pass up to `deadline_ns`, returning earlier when something may have
+    /// completed ([`crate::transport::Transport::idle_until`]).
+    fn idle_until(&mut self, deadline_ns: u64) -> Result<(), DeviceError>;
+
+    /// Whether the clock is simulated (figures are exact and repeatable).
+    fn simulated_clock(&self) -> bool;
+
+    /// Ends the workload's use of the queues: commands still in flight are given up on
+    /// and the queues removed. Dropping the handle does the same, ignoring errors.
+    fn close(self: Box<Self>) -> Result<(), DeviceError>;
+}
