@@ -4,7 +4,7 @@
 //! kept, validated and matrix-expanded into cases; [`run`] turns the cases into
 //! libtest-mimic trials run one at a time on a device opened by [`target`]; each case's
 //! steps ([`steps`]) send commands through `nvme::device::Device` and judge what comes
-//! back, data by [`data`]; outcomes become [`verdict`]s, written by [`report`] as JUnit
+//! back, data by [`data`], queued workloads by [`load`]; outcomes become [`verdict`]s, written by [`report`] as JUnit
 //! and the JSON run record.
 
 /// Prints a line on stdout; a closed stdout (`nvtest | head`) is not an error worth a
@@ -30,6 +30,7 @@ pub mod data;
 pub mod exec;
 pub mod guest;
 pub mod kmsg;
+pub mod load;
 pub mod report;
 pub mod rules;
 pub mod run;

@@ -412,8 +412,15 @@ impl Controller {
         let pair = QueuePair::new(qid, entries, self.cap.dstrd(), self.transport.dma(), &mut self.pages, sizes)?;
         let qsize = (entries - 1) as u16;
         let cq = CreateIoCompletionQueue { qid, qsize, prp1: pair.cq_base(), pc: true, ien: false, iv: 0 };
-        let sq =
-            CreateIoSubmissionQueue { qid, qsize, prp1: pair.sq_base(), pc: true, qprio: priority, cqid: qid, nvmsetid: 0 };
+        let sq = CreateIoSubmissionQueue {
+            qid,
+            qsize,
+            prp1: pair.sq_base(),
+            pc: true,
+            qprio: priority,
+            cqid: qid,
+            nvmsetid: 0,
+        };
         let cq_done = match self.admin(cq.to_command(), Data::None) {
             Ok(done) => done,
             Err(e) => {

@@ -21,6 +21,6 @@ mod queue;
 mod queue_set;
 
 pub use controller::{ArbitrationMechanism, Controller, Options};
-pub use queue_set::QueueSet;
 pub use memory::{DmaBuf, PageAllocator, PAGE_SIZE};
 pub use queue::{IoQueuePair, Reaped, Transfer, CQE_BYTES, SQE_BYTES};
+pub use queue_set::QueueSet;

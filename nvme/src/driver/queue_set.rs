@@ -44,10 +44,8 @@ impl<'a> QueueSet<'a> {
     }
 
     fn pair(&mut self, queue: usize) -> Result<IoQueuePair<'_>, DeviceError> {
-        let qid = *self
-            .qids
-            .get(queue)
-            .ok_or_else(|| DeviceError::Driver(format!("the workload has no queue {queue}")))?;
+        let qid =
+            *self.qids.get(queue).ok_or_else(|| DeviceError::Driver(format!("the workload has no queue {queue}")))?;
         self.controller.queue(qid)
     }
 
