@@ -222,16 +222,16 @@ impl Session {
     /// `seed` makes the case's data ([`case_seed`]); a run replays exactly with the same.
     pub fn run_case(&mut self, case: &ExpandedCase, seed: u64) -> CaseOutcome {
         let start = Instant::now();
-        let outcome = |verdict, log| CaseOutcome { verdict, log, duration: start.elapsed() };
+        let outcome = |verdict, log, figures| CaseOutcome { figures, verdict, log, duration: start.elapsed() };
         if let Some(stop) = &self.stop {
             self.not_run += 1;
             let verdict = Verdict::Error(format!("not run: {} (first seen in case {})", stop.message, stop.case));
-            return outcome(verdict, Vec::new());
+            return outcome(verdict, Vec::new(), Vec::new());
         }
         if let Some(reason) = case.requires.iter().find_map(|r| self.facts.missing(r)) {
-            return outcome(Verdict::Skipped(reason), Vec::new());
+            return outcome(Verdict::Skipped(reason), Vec::new(), Vec::new());
         }
-        let (verdict, mut log, controller_lost) = self.run_steps(case, seed);
+        let (verdict, mut log, controller_lost, figures) = self.run_steps(case, seed);
         let faults = self.device.host_faults();
         let host_failed = !faults.is_empty();
         let verdict = if host_failed { self.host_fault_verdict(case, verdict, &faults, &mut log) } else { verdict };
@@ -250,12 +250,17 @@ impl Session {
             Verdict::Fail(failure) if case.advisory => Verdict::Warning(failure),
             other => self.apply_expected(case, other),
         };
-        outcome(verdict, log)
+        outcome(verdict, log, figures)
     }
 
     /// The case's steps, up to the first that does not succeed: the steps' verdict, the
-    /// case's log, and whether the controller stopped answering during it.
-    fn run_steps(&mut self, case: &ExpandedCase, seed: u64) -> (Verdict, Vec<String>, bool) {
+    /// case's log, whether the controller stopped answering during it, and the figures
+    /// its workloads measured.
+    fn run_steps(
+        &mut self,
+        case: &ExpandedCase,
+        seed: u64,
+    ) -> (Verdict, Vec<String>, bool, Vec<crate::load::JobFigures>) {
         self.cases_run += 1;
         let mut ctx = CaseContext::new(self.device.as_mut(), &self.facts, parse_rule(&case.rule), seed);
         ctx.blocks_needed = Some(steps::extent::blocks_needed(&case.steps));
@@ -272,7 +277,7 @@ impl Session {
                 break;
             }
         }
-        (verdict, ctx.log, ctx.controller_lost)
+        (verdict, ctx.log, ctx.controller_lost, ctx.figures)
     }
 
     /// The verdict of a case during which the host failed: an error naming the faults.

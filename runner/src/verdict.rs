@@ -96,4 +96,6 @@ pub struct CaseOutcome {
     /// Commands sent and what came back, one line each: the case's log.
     pub log: Vec<String>,
     pub duration: Duration,
+    /// What the case's workloads measured ([`crate::load`]); empty for most cases.
+    pub figures: Vec<crate::load::JobFigures>,
 }

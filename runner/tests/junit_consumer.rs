@@ -30,6 +30,7 @@ fn failure() -> Failure {
 /// A run with every kind of verdict, odd characters included.
 fn results() -> RunResults {
     let outcome = |verdict, log: &[&str], ms| CaseOutcome {
+        figures: Vec::new(),
         verdict,
         log: log.iter().map(|l| l.to_string()).collect(),
         duration: Duration::from_millis(ms),

@@ -451,6 +451,7 @@ impl nvtest::run::CaseRunner for Counting {
     fn run_case(&mut self, case: &ExpandedCase, _seed: u64) -> nvtest::verdict::CaseOutcome {
         self.0.push(format!("{}::{}", case.suite, case.name));
         nvtest::verdict::CaseOutcome {
+            figures: Vec::new(),
             verdict: nvtest::verdict::Verdict::Pass,
             log: vec![],
             duration: std::time::Duration::ZERO,

@@ -164,7 +164,7 @@ impl Draws {
         Draws(seed ^ 0x6e76_7465_7374_2d6c)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -174,7 +174,7 @@ impl Draws {
 
     /// A draw in `0 .. n` (`n` > 0), without modulo bias worth mentioning for n ≪ 2^64.
     pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
 }
 

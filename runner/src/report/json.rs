@@ -99,6 +99,17 @@ pub struct Case {
     pub seed: u64,
     /// Commands sent and what came back, one line each.
     pub log: Vec<String>,
+    /// What the case's workloads measured, `JOB.OP.METRIC` (empty for most cases).
+    pub figures: Vec<FigureRecord>,
+}
+
+/// One figure a workload measured.
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Clone)]
+pub struct FigureRecord {
+    /// `JOB.OP.METRIC`, e.g. `reads.read.latency.p99.9_us`.
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
 }
 
 /// A verdict's name.
@@ -233,6 +244,13 @@ fn case(results: &RunResults, result: &CaseResult) -> Case {
         duration_ms: result.outcome.duration.as_secs_f64() * 1000.0,
         seed: result.seed,
         log: result.outcome.log.clone(),
+        figures: result
+            .outcome
+            .figures
+            .iter()
+            .flat_map(|j| j.figures())
+            .map(|f| FigureRecord { name: f.name, value: f.value, unit: f.unit.to_string() })
+            .collect(),
     }
 }
 

@@ -160,6 +160,9 @@ fn test_case(result: &CaseResult, classname: &str, repeated: bool) -> TestCase {
     if result.seed != 0 {
         case.add_property(Property::new("seed", result.seed.to_string()));
     }
+    for figure in outcome.figures.iter().flat_map(|j| j.figures()) {
+        case.add_property(Property::new(format!("figure.{}", figure.name), figure.value_text()));
+    }
     if let Some(err) = system_err(outcome) {
         case.set_system_err(err);
     }
@@ -215,6 +218,7 @@ mod tests {
 
     fn results() -> RunRecord {
         let outcome = |verdict, log: &[&str]| CaseOutcome {
+            figures: Vec::new(),
             verdict,
             log: log.iter().map(|l| l.to_string()).collect(),
             duration: Duration::from_millis(250),

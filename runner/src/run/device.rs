@@ -130,7 +130,7 @@ impl Device {
 }
 
 pub fn error_outcome(message: String) -> CaseOutcome {
-    CaseOutcome { verdict: Verdict::Error(message), log: Vec::new(), duration: Duration::ZERO }
+    CaseOutcome { figures: Vec::new(), verdict: Verdict::Error(message), log: Vec::new(), duration: Duration::ZERO }
 }
 
 pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {

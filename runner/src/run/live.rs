@@ -103,6 +103,7 @@ impl Live {
                 if let Some(r) = running {
                     let mut result = r.result.clone();
                     result.outcome = CaseOutcome {
+                        figures: Vec::new(),
                         verdict: Verdict::Error(format!(
                             "interrupted: {why} while the case ran (after {:.1} s); it did not finish",
                             r.since.elapsed().as_secs_f64()

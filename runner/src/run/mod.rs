@@ -769,6 +769,7 @@ pub fn run_targets(
     if let Some(e) = live.write_reports(&record).into_iter().next() {
         return Err(RunError::Report(e));
     }
+    print_figures(&record);
     print_report_lines(&record, options);
     for fault in &host_faults {
         say!("error: {fault}");
@@ -782,6 +783,20 @@ pub fn run_targets(
         );
     }
     Ok(RunSummary { record, conclusion, host_faults })
+}
+
+/// What the run's workloads measured, case by case, as fio prints its summary.
+fn print_figures(record: &RunRecord) {
+    let several = record.targets.len() > 1;
+    for t in &record.targets {
+        for r in t.cases.iter().filter(|r| !r.outcome.figures.is_empty()) {
+            let target = if several { format!("{}::", t.identity.target) } else { String::new() };
+            say!("\nfigures of {target}{}::{}:", r.suite, r.name(record.repeated()));
+            for line in r.outcome.figures.iter().flat_map(|j| j.summary()) {
+                say!("  {line}");
+            }
+        }
+    }
 }
 
 /// Where the reports went, and each target's counts on a run of several.
@@ -818,8 +833,12 @@ struct TrialJob {
 impl TrialJob {
     fn run(self) -> Result<Completion, Failed> {
         let Some(seq) = self.seq else {
-            let outcome =
-                CaseOutcome { verdict: Verdict::Skipped(PRESERVED.into()), log: Vec::new(), duration: Duration::ZERO };
+            let outcome = CaseOutcome {
+                figures: Vec::new(),
+                verdict: Verdict::Skipped(PRESERVED.into()),
+                log: Vec::new(),
+                duration: Duration::ZERO,
+            };
             let mut record = CaseResult::new(self.case.suite.clone(), self.case.name.clone(), outcome.clone());
             record.rule = self.case.rule.clone();
             record.iteration = self.iteration;
@@ -1003,7 +1022,12 @@ mod tests {
                 "known" => Verdict::ExpectedFailure { failure, reason: "quirk".into() },
                 _ => panic!("the scripted device does not know {}", case.name),
             };
-            CaseOutcome { verdict, log: vec![format!("ran {}", case.name)], duration: Duration::ZERO }
+            CaseOutcome {
+                figures: Vec::new(),
+                verdict,
+                log: vec![format!("ran {}", case.name)],
+                duration: Duration::ZERO,
+            }
         }
     }
 
@@ -1148,7 +1172,7 @@ mod tests {
             use std::io::Write as _;
             std::fs::OpenOptions::new().append(true).open(&self.kmsg).unwrap().write_all(text.as_bytes()).unwrap();
             let verdict = if case.name == "fail" { Verdict::Error("I/O error".into()) } else { Verdict::Pass };
-            CaseOutcome { verdict, log: vec![], duration: Duration::ZERO }
+            CaseOutcome { figures: Vec::new(), verdict, log: vec![], duration: Duration::ZERO }
         }
     }
 
@@ -1181,6 +1205,7 @@ mod tests {
     #[test]
     fn failures_show_the_rule_and_the_log() {
         let outcome = CaseOutcome {
+            figures: Vec::new(),
             verdict: Verdict::Error("queue timed out".into()),
             log: vec!["Identify CNS 1 -> timeout".into()],
             duration: Duration::ZERO,

@@ -174,7 +174,12 @@ fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -
 /// zeroed; for a block that must hold no earlier data, of the rule that says so (Format
 /// NVM's; for a block never written, the unwritten-block rule, a warning only when
 /// DLFEAT reports no read behaviour: the spec then leaves open what is read).
-fn mismatch_failure(ctx: &CaseContext<'_>, what: String, m: &Mismatch, dealloc: DeallocatedRead) -> StepError {
+pub(crate) fn mismatch_failure(
+    ctx: &CaseContext<'_>,
+    what: String,
+    m: &Mismatch,
+    dealloc: DeallocatedRead,
+) -> StepError {
     let expected = describe_expectation(m.expected, dealloc);
     match m.expected {
         Expectation::Erased { dlfeat: false } => {

@@ -22,6 +22,7 @@ pub mod layout;
 pub mod namespaces;
 mod readback;
 mod resolve;
+pub mod workload;
 
 use nvme::device::{Data, Device, DeviceError};
 use nvme::spec::identify::IdentifyController;
@@ -89,6 +90,8 @@ pub struct CaseContext<'a> {
     /// Checked before every command (cooperative: a command itself is bounded by the
     /// driver's own timeouts).
     pub deadline: Option<(std::time::Instant, std::time::Duration)>,
+    /// What the case's workloads measured, per job ([`crate::load`]).
+    pub figures: Vec<crate::load::JobFigures>,
     /// The last command sent: on the admin queue (`true`) or an I/O queue, and its opcode.
     last_command: Option<(bool, u8)>,
 }
@@ -108,6 +111,7 @@ impl<'a> CaseContext<'a> {
             controller_lost: false,
             blocks_needed: None,
             deadline: None,
+            figures: Vec::new(),
             last_command: None,
         }
     }
@@ -336,6 +340,7 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         Step::Check(name) => checks::run(ctx, *name),
         Step::ArmAsyncEvents {} => events::arm(ctx),
         Step::ExpectNamespaceChanged { ns } => events::expect_namespace_changed(ctx, ns),
+        Step::Workload { jobs, qos } => workload::workload(ctx, jobs, qos.as_ref()),
     }
 }
 

@@ -219,6 +219,88 @@ pub enum BlocksName {
     Whole,
 }
 
+/// One job of a `workload` step: a stream of queued commands on an I/O queue of its own.
+/// Percentages of `read`, `write`, `deallocate` and `flush` add up to 100.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadJob {
+    /// Unique in the step; names the job's figures (`JOB.read.latency.p99.9_us`).
+    pub name: String,
+    #[schemars(with = "super::schema::OneNamespace")]
+    pub ns: NsRef,
+    /// The first LBA of the job's range (default 0).
+    #[serde(default)]
+    pub lba: Option<Lba>,
+    /// Blocks of the job's range (default: to the end of the namespace).
+    #[serde(default)]
+    #[schemars(with = "Option<super::schema::RangeBlocks>")]
+    pub blocks: Option<Blocks>,
+    #[serde(default)]
+    pub read: Option<Param<u32>>,
+    #[serde(default)]
+    pub write: Option<Param<u32>>,
+    #[serde(default)]
+    pub deallocate: Option<Param<u32>>,
+    #[serde(default)]
+    pub flush: Option<Param<u32>>,
+    #[serde(default)]
+    pub pattern: Option<AccessPattern>,
+    /// Bytes per command, one drawn per command (each a multiple of the LBA data size);
+    /// default one block.
+    #[serde(default)]
+    pub sizes: Vec<Param<u32>>,
+    pub queue_depth: Param<u32>,
+    /// QPRIO of the job's submission queue, served by it under weighted round robin.
+    #[serde(default)]
+    pub priority: Option<QueuePriorityName>,
+    /// Writes sent with FUA, in percent.
+    #[serde(default)]
+    pub fua: Option<Param<u32>>,
+    /// Rate limit in commands per second, or in decimal megabytes per second (one of them).
+    #[serde(default)]
+    pub iops: Option<Param<u64>>,
+    #[serde(default)]
+    pub mb_per_s: Option<Param<u64>>,
+    /// The job ends after this many commands, or after this long (one of them).
+    #[serde(default)]
+    pub commands: Option<Param<u64>>,
+    #[serde(default)]
+    pub duration_ms: Option<Param<u64>>,
+    /// Commands submitted in the first milliseconds are judged but not counted in figures.
+    #[serde(default)]
+    pub warmup_ms: Option<Param<u64>>,
+}
+
+/// How a job walks its range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessPattern {
+    Random,
+    Sequential,
+}
+
+/// QPRIO names (Create I/O Submission Queue, CDW11 bits 2:1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QueuePriorityName {
+    Urgent,
+    High,
+    Medium,
+    Low,
+}
+
+/// A read-QoS judgement over a workload's jobs: with a claims file, the read job takes the
+/// claim's read rate and block size and the write job its background write rate, and the
+/// read job's latency at the claim's percentile must be within the claim's bound; without
+/// one, the jobs run as written and their figures are reported.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QosJudgement {
+    pub read_job: String,
+    #[serde(default)]
+    pub write_job: Option<String>,
+}
+
 /// I/O commands for the raw `io` step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -484,5 +566,14 @@ pub enum Step {
     ExpectNamespaceChanged {
         #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
+    },
+    /// Jobs of queued I/O running at once, each on an I/O queue of its own, every write
+    /// tagged and every read judged as it completes (runner/src/load); figures per job and
+    /// operation (IOPS, MB/s, latency percentiles) go to the console, JUnit and the JSON
+    /// record. `qos` judges a read-QoS claim. Skips on a target that cannot queue commands.
+    Workload {
+        jobs: Vec<WorkloadJob>,
+        #[serde(default)]
+        qos: Option<QosJudgement>,
     },
 }

@@ -316,6 +316,44 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             parts.ns(at("ns"), ns, NsUse::One);
             parts.expect = expect.as_ref();
         }
+        Step::Workload { jobs, qos: _ } => {
+            for (i, job) in jobs.iter_mut().enumerate() {
+                let path = |field: &str| vec![key("jobs"), Seg::Index(i), key(field)];
+                parts.ns(path("ns"), &mut job.ns, NsUse::One);
+                if let Some(lba) = &mut job.lba {
+                    parts.lba(path("lba"), lba);
+                }
+                if let Some(blocks) = &mut job.blocks {
+                    parts.blocks(path("blocks"), blocks, BlocksUse::Range);
+                }
+                for (field, share) in [
+                    ("read", &mut job.read),
+                    ("write", &mut job.write),
+                    ("deallocate", &mut job.deallocate),
+                    ("flush", &mut job.flush),
+                    ("fua", &mut job.fua),
+                ] {
+                    if let Some(p) = share {
+                        parts.param(path(field), Slot::U32(p));
+                    }
+                }
+                for (n, size) in job.sizes.iter_mut().enumerate() {
+                    parts.param(vec![key("jobs"), Seg::Index(i), key("sizes"), Seg::Index(n)], Slot::U32(size));
+                }
+                parts.param(path("queue_depth"), Slot::U32(&mut job.queue_depth));
+                for (field, value) in [
+                    ("iops", &mut job.iops),
+                    ("mb_per_s", &mut job.mb_per_s),
+                    ("commands", &mut job.commands),
+                    ("duration_ms", &mut job.duration_ms),
+                    ("warmup_ms", &mut job.warmup_ms),
+                ] {
+                    if let Some(p) = value {
+                        parts.param(path(field), Slot::U64(p));
+                    }
+                }
+            }
+        }
     }
     parts
 }

@@ -1,0 +1,292 @@
+//! `workload`: jobs of queued I/O through the engine ([`crate::load`]), on the target's
+//! own queues ([`nvme::device::Device::queued_io`]). The step resolves each job against
+//! the case's namespace set, runs them together, and turns what the engine saw into the
+//! case's verdict: a wrong read fails the case's rule (with the block's evidence), an
+//! error status fails the rule of I/O inside the namespace, a command that never
+//! completes fails the command-completion rule. Figures go to the case's outcome.
+
+use std::time::{Duration, Instant};
+
+use nvme::device::DeviceError;
+use nvme::queued::QueueSpec;
+use nvme::spec::queue::QueuePriority;
+
+use super::resolve::{self, NsTarget};
+use super::{CaseContext, StepError, StepResult};
+use crate::data::judge::DeallocatedRead;
+use crate::load::engine::{self, EngineError, Outcome, Stop};
+use crate::load::{End, Job, Mix, NoJournal, Pattern, Rate, Workload};
+use crate::rules;
+use crate::suite::model::{AccessPattern, QosJudgement, QueuePriorityName, WorkloadJob};
+
+/// A job with neither `commands` nor `duration_ms` runs this many commands.
+const DEFAULT_COMMANDS: u64 = 10_000;
+/// Progress is drawn on stderr once a workload has run this long (wall time).
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
+pub fn workload(ctx: &mut CaseContext<'_>, jobs: &[WorkloadJob], qos: Option<&QosJudgement>) -> StepResult {
+    let mut built = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        built.push(build(ctx, job)?);
+    }
+    if let Some(q) = qos {
+        for name in std::iter::once(&q.read_job).chain(q.write_job.iter()) {
+            if !built.iter().any(|j| &j.name == name) {
+                return Err(StepError::Error(format!("qos names job `{name}`, which the workload does not have")));
+            }
+        }
+    }
+    let work = Workload { jobs: built, seed: ctx.seed, drain: true };
+    let specs: Vec<QueueSpec> =
+        work.jobs.iter().map(|j| QueueSpec { depth: j.queue_depth, priority: j.priority }).collect();
+    ctx.log.push(format!("workload: {}", describe(&work)));
+    let deadline = ctx.deadline;
+    let mut map = std::mem::take(&mut ctx.map);
+    let result = run(ctx, &work, &specs, &mut map, deadline);
+    ctx.map = map;
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(EngineError::Device(DeviceError::Unsupported(reason))) => {
+            return Err(StepError::Skip(format!("the workload needs queued I/O: {reason}")))
+        }
+        Err(EngineError::Device(e)) if e.controller_stopped() => {
+            ctx.controller_lost = true;
+            return Err(ctx.fail_rule(
+                rules::command_completes(),
+                format!("the workload's commands ({})", describe(&work)),
+                e.to_string(),
+                "a completion queue entry for every command (with an error status if it cannot be carried out)",
+            ));
+        }
+        Err(EngineError::Device(e)) => return Err(e.into()),
+        Err(e) => return Err(StepError::Error(e.to_string())),
+    };
+    for figures in &outcome.jobs {
+        ctx.log.extend(figures.summary());
+    }
+    ctx.log.push(format!(
+        "workload: {} reads judged ({} blocks), {} wrong, {} commands failed, {:.3} s on the {} clock",
+        outcome.reads_judged,
+        outcome.blocks_judged,
+        outcome.wrong_read_count,
+        outcome.failed_count,
+        outcome.elapsed_ns as f64 / 1e9,
+        if outcome.simulated_clock { "simulated" } else { "monotonic" }
+    ));
+    ctx.figures.extend(outcome.jobs.iter().cloned());
+    verdict(ctx, &work, &outcome)?;
+    if let Some(q) = qos {
+        ctx.log.push(format!(
+            "qos: no read-QoS claim given: the figures of job `{}` are reported, not judged",
+            q.read_job
+        ));
+    }
+    Ok(())
+}
+
+fn run(
+    ctx: &mut CaseContext<'_>,
+    work: &Workload,
+    specs: &[QueueSpec],
+    map: &mut crate::data::HostMap,
+    deadline: Option<(Instant, Duration)>,
+) -> Result<Outcome, EngineError> {
+    let mut io = ctx.device.queued_io(specs)?;
+    let cancel = || match deadline {
+        Some((at, limit)) if Instant::now() >= at => {
+            Some(format!("the case ran past --case-timeout ({:.1} s): the workload was stopped", limit.as_secs_f64()))
+        }
+        _ => None,
+    };
+    let started = Instant::now();
+    let bar = indicatif::ProgressBar::hidden();
+    let mut shown = false;
+    let mut progress = |p: engine::Progress| {
+        if !shown && started.elapsed() >= PROGRESS_AFTER {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            shown = true;
+        }
+        bar.set_message(format!(
+            "workload: {} commands, {:.2} s on the target's clock",
+            p.completed,
+            p.elapsed_ns as f64 / 1e9
+        ));
+        bar.tick();
+    };
+    let result = engine::run(io.as_mut(), work, map, &mut NoJournal, Stop::AtEnd, &cancel, &mut progress);
+    bar.finish_and_clear();
+    let closed = io.close();
+    let outcome = result?;
+    closed?;
+    Ok(outcome)
+}
+
+/// The case's verdict from what the engine saw.
+fn verdict(ctx: &CaseContext<'_>, work: &Workload, outcome: &Outcome) -> StepResult {
+    if let Some(wrong) = outcome.wrong_reads.first() {
+        let dealloc = work.jobs.iter().find(|j| j.name == wrong.job).map(|j| j.namespace.dealloc_read);
+        let raced =
+            if wrong.raced { " (a write of these blocks was in flight: its data was accepted too)" } else { "" };
+        let what = format!(
+            "{} in job `{}`, one of {} wrong reads of {}{raced}",
+            wrong.what, wrong.job, outcome.wrong_read_count, outcome.reads_judged
+        );
+        return Err(super::io::mismatch_failure(
+            ctx,
+            what,
+            &wrong.mismatch,
+            dealloc.unwrap_or(DeallocatedRead::NotReported),
+        ));
+    }
+    if let Some(failed) = outcome.failed.first() {
+        return Err(ctx.fail_rule(
+            rules::io_within_namespace(),
+            format!("{} in job `{}`, one of {} failed commands", failed.what, failed.job, outcome.failed_count),
+            failed.status.to_string(),
+            "Successful Completion (the workload's commands stay inside the namespace and within MDTS)",
+        ));
+    }
+    Ok(())
+}
+
+fn describe(work: &Workload) -> String {
+    let jobs: Vec<String> = work
+        .jobs
+        .iter()
+        .map(|j| {
+            let rate = match j.rate {
+                Some(Rate::Iops(n)) => format!(", {n} IOPS"),
+                Some(Rate::BytesPerSecond(b)) => format!(", {} MB/s", b / 1_000_000),
+                None => String::new(),
+            };
+            let end = match j.end {
+                End::Commands(n) => format!("{n} commands"),
+                End::Time(d) => format!("{} ms", d.as_millis()),
+            };
+            format!(
+                "{} (NSID {} LBA {:#x}+{}, read {}% write {}% deallocate {}% flush {}%, {:?}, {} blocks/command, QD {}{rate}, {end})",
+                j.name,
+                j.namespace.nsid,
+                j.first_lba,
+                j.blocks,
+                j.mix.read,
+                j.mix.write,
+                j.mix.deallocate,
+                j.mix.flush,
+                j.pattern,
+                j.blocks_per_command.iter().map(u32::to_string).collect::<Vec<_>>().join("/"),
+                j.queue_depth
+            )
+        })
+        .collect();
+    jobs.join("; ")
+}
+
+/// One suite job as the engine runs it, on the case's namespace.
+fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<Job> {
+    let i = match resolve::ns_one(ctx, &job.ns)? {
+        NsTarget::Member(i) => i,
+        NsTarget::Raw(nsid) => {
+            return Err(StepError::Error(format!(
+                "job {}: a workload runs on a namespace of the set, not NSID {nsid:#x}",
+                job.name
+            )))
+        }
+    };
+    let e = &ctx.set[i];
+    if e.block_size == 0 {
+        return Err(StepError::Error(format!("NSID {} has no usable LBA format", e.nsid)));
+    }
+    if e.metadata_size > 0 || e.protection != 0 {
+        return Err(StepError::Skip(format!(
+            "NSID {} uses a format with {} bytes of metadata per block (protection type {}): the workload engine \
+             moves data of formats without metadata only",
+            e.nsid, e.metadata_size, e.protection
+        )));
+    }
+    let namespace = crate::load::job::Namespace {
+        nsid: e.nsid,
+        block_size: e.block_size,
+        nsze: e.nsze,
+        dealloc_read: e.dealloc_read,
+    };
+    let first_lba = match &job.lba {
+        Some(l) => resolve::lba(l, e.nsze)?,
+        None => 0,
+    };
+    let blocks = match &job.blocks {
+        Some(b) => resolve::blocks(b, e.nsze)?,
+        None => e.nsze.saturating_sub(first_lba),
+    };
+    let share = |p: &Option<crate::suite::model::Param<u32>>| p.as_ref().map_or(Ok(0), resolve::param);
+    let mix = Mix {
+        read: share(&job.read)?,
+        write: share(&job.write)?,
+        deallocate: share(&job.deallocate)?,
+        flush: share(&job.flush)?,
+    };
+    let mut blocks_per_command = Vec::new();
+    for size in &job.sizes {
+        let bytes = resolve::param(size)? as u64;
+        if bytes == 0 || !bytes.is_multiple_of(e.block_size) {
+            return Err(StepError::Skip(format!(
+                "job {}: {bytes}-byte commands are not a whole number of NSID {}'s {}-byte blocks",
+                job.name, e.nsid, e.block_size
+            )));
+        }
+        let n = bytes / e.block_size;
+        if ctx.facts.mdts_bytes.is_some_and(|mdts| bytes > mdts) {
+            return Err(StepError::Skip(format!(
+                "job {}: {bytes}-byte commands exceed MDTS ({} bytes)",
+                job.name,
+                ctx.facts.mdts_bytes.unwrap_or_default()
+            )));
+        }
+        blocks_per_command.push(
+            u32::try_from(n).map_err(|_| StepError::Error(format!("job {}: {bytes} bytes is too large", job.name)))?,
+        );
+    }
+    if blocks_per_command.is_empty() {
+        blocks_per_command.push(1);
+    }
+    let depth = resolve::param(&job.queue_depth)?;
+    let rate = match (&job.iops, &job.mb_per_s) {
+        (Some(n), None) => Some(Rate::Iops(resolve::param(n)?)),
+        (None, Some(m)) => Some(Rate::BytesPerSecond(resolve::param(m)?.saturating_mul(1_000_000))),
+        (None, None) => None,
+        (Some(_), Some(_)) => {
+            return Err(StepError::Error(format!("job {}: give iops or mb_per_s, not both", job.name)))
+        }
+    };
+    let end = match (&job.commands, &job.duration_ms) {
+        (Some(n), None) => End::Commands(resolve::param(n)?),
+        (None, Some(ms)) => End::Time(Duration::from_millis(resolve::param(ms)?)),
+        (None, None) => End::Commands(DEFAULT_COMMANDS),
+        (Some(_), Some(_)) => {
+            return Err(StepError::Error(format!("job {}: give commands or duration_ms, not both", job.name)))
+        }
+    };
+    Ok(Job {
+        name: job.name.clone(),
+        namespace,
+        first_lba,
+        blocks,
+        mix,
+        pattern: match job.pattern {
+            Some(AccessPattern::Sequential) => Pattern::Sequential,
+            _ => Pattern::Random,
+        },
+        blocks_per_command,
+        queue_depth: depth,
+        priority: match job.priority {
+            Some(QueuePriorityName::Urgent) => QueuePriority::Urgent,
+            Some(QueuePriorityName::High) => QueuePriority::High,
+            Some(QueuePriorityName::Low) => QueuePriority::Low,
+            Some(QueuePriorityName::Medium) | None => QueuePriority::Medium,
+        },
+        fua_percent: share(&job.fua)?,
+        rate,
+        end,
+        warmup: Duration::from_millis(job.warmup_ms.as_ref().map_or(Ok(0), resolve::param)?),
+    })
+}
