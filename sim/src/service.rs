@@ -39,8 +39,8 @@
 //!
 //! The figures for the shipped profiles are in `fixtures/sim/*.yaml`.
 
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 

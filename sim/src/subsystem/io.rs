@@ -239,7 +239,9 @@ impl Subsystem {
         for (n, o, bytes) in self.stale.iter_mut() {
             if *n == nsid && overlaps(*o, bytes.len() as u64, offset, len) {
                 let mut now = vec![0u8; bytes.len()];
-                if ns.media(Region::Data).read(*o, &mut now).is_ok() && ns.media_mut(Region::Data).write(*o, bytes).is_ok() {
+                if ns.media(Region::Data).read(*o, &mut now).is_ok()
+                    && ns.media_mut(Region::Data).write(*o, bytes).is_ok()
+                {
                     *bytes = now;
                 }
             }

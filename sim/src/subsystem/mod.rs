@@ -335,10 +335,8 @@ impl CommandSet for Subsystem {
     }
 
     fn work(&self, cmd: &Command) -> crate::service::Work {
-        let block = self
-            .namespace(cmd.nsid)
-            .filter(|_| self.is_active(cmd.nsid))
-            .map_or(512, |ns| ns.format.host_block_size());
+        let block =
+            self.namespace(cmd.nsid).filter(|_| self.is_active(cmd.nsid)).map_or(512, |ns| ns.format.host_block_size());
         crate::service::Work::of_blocks(cmd, block)
     }
 

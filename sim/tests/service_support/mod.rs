@@ -110,7 +110,7 @@ pub fn run(ctrl: &mut Controller, load: Load) -> Figures {
     let end = (load.seconds * 1e9) as u64;
     let start = q.now_ns();
     let read_every = 1_000_000_000 / load.read_iops.max(1);
-    let write_every = if load.write_mb_s == 0 { u64::MAX } else { WRITE_BYTES as u64 * 1000 / load.write_mb_s };
+    let write_every = (WRITE_BYTES as u64 * 1000).checked_div(load.write_mb_s).unwrap_or(u64::MAX);
     let (mut next_read, mut next_write) = (start, if load.write_mb_s == 0 { u64::MAX } else { start });
     let mut submitted = [vec![0u64; 65536], vec![0u64; 65536]];
     let mut figures = Figures { reads: Vec::new(), writes: Vec::new(), delayed_reads: 0, simulated_ns: 0 };
