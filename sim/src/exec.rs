@@ -6,6 +6,8 @@
 use nvme::spec::{Command, Status};
 use nvme::transport::DmaRegion;
 
+pub use crate::service::Work;
+
 /// What a command completed with: the status and CQE Dword 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Done {
@@ -116,6 +118,13 @@ pub trait CommandSet {
     /// An NVM command. A format with separate metadata finds its buffer at `cmd.mptr`
     /// (contiguous, §4.5 "Metadata Region").
     fn io(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done;
+
+    /// What an NVM command will ask of the media, for the service model (asked just before
+    /// [`Self::io`] runs it, only when the drive has one). The default reads the command
+    /// as 512-byte blocks of namespace `nsid`.
+    fn work(&self, cmd: &Command) -> Work {
+        Work::of_blocks(cmd, 512)
+    }
 
     /// The controller `cntlid` became ready (CC.EN 0 → 1 accepted, CSTS.RDY set): at
     /// power-on and after every Controller Reset. A compliant command set has nothing to

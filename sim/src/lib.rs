@@ -8,6 +8,7 @@
 //! - [`pci`] and [`controller`]: the PCIe function, registers, CC/CSTS state, queues,
 //!   doorbells, queue-management commands, Abort and Asynchronous Event Requests.
 //! - [`exec`]: the contract between that queue engine and the command set.
+//! - [`service`]: the simulated clock and the service model (how long commands take).
 //! - [`subsystem`]: the NVM subsystem: namespaces, media, the admin and NVM commands
 //!   they answer, profiles and quirks.
 
@@ -15,6 +16,7 @@ pub mod controller;
 pub mod exec;
 pub mod pci;
 pub mod profile;
+pub mod service;
 pub mod subsystem;
 
 pub use controller::ControllerConfig;
@@ -35,6 +37,9 @@ pub fn controller_config(profile: &Profile) -> ControllerConfig {
         cntlid: c.cntlid,
         vendor_id: profile.identity.pci_vendor_id,
         subsystem_vendor_id: profile.identity.pci_subsystem_vendor_id,
+        ams: profile.cap_ams(),
+        service: profile.service.clone(),
+        quirks: crate::subsystem::Quirks::new(&profile.quirks),
         ..ControllerConfig::default()
     }
 }

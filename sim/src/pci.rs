@@ -18,8 +18,10 @@ use std::sync::{Arc, Mutex};
 use nvme::transport::{DmaRegion, Transport, TransportError};
 
 use crate::controller::Controller;
-pub use crate::controller::{ControllerConfig, SharedCommandSet};
+pub use crate::controller::{ControllerConfig, FetchTrace, SharedCommandSet};
 use crate::exec::CommandSet;
+use crate::service::{SimClock, IDLE_STEP_NS};
+use crate::subsystem::Quirk;
 
 /// Configuration space offsets (type 0 header and our capabilities).
 mod cfg {
@@ -149,8 +151,23 @@ impl SimTransport {
         Self::with_shared(config, Arc::new(Mutex::new(command_set)))
     }
 
-    /// A controller over a command set other controllers (ports) may share.
+    /// A controller over a command set other controllers (ports) may share, with a clock
+    /// of its own carrying `config.service` (see [`Self::another_port`] for a port on the
+    /// same clock).
     pub fn with_shared(config: ControllerConfig, command_set: SharedCommandSet) -> SimTransport {
+        let clock = SimClock::new(config.service.clone(), config.quirks.has(Quirk::ReadsQueuedBehindWrites));
+        Self::with_clock(config, command_set, clock)
+    }
+
+    /// Another controller (port) of this drive's subsystem: the same command set, clock
+    /// and media, its own registers, queues and host memory.
+    pub fn another_port(&self, config: ControllerConfig) -> SimTransport {
+        Self::with_clock(config, self.controller.command_set().clone(), self.controller.clock().clone())
+    }
+
+    /// A controller on a clock (and media model) shared with other controllers; the
+    /// clock's model governs, `config.service` is not used.
+    pub fn with_clock(config: ControllerConfig, command_set: SharedCommandSet, clock: Arc<SimClock>) -> SimTransport {
         let bytes = config.host_memory_bytes.max(4096).next_multiple_of(4096);
         let base = match config.host_memory_base {
             0 => 0x1_0000_0000,
@@ -160,7 +177,25 @@ impl SimTransport {
         let config_space = ConfigSpace::new(&config);
         let bar0_size = config.bar0_size();
         let name = format!("sim:{}", config.name);
-        SimTransport { name, config_space, controller: Controller::new(config, command_set), dma, bar0_size }
+        let controller = Controller::with_clock(config, command_set, clock);
+        SimTransport { name, config_space, controller, dma, bar0_size }
+    }
+
+    /// The subsystem's clock.
+    pub fn clock(&self) -> &Arc<SimClock> {
+        self.controller.clock()
+    }
+
+    /// Starts recording the I/O SQ each command is fetched from (timed mode), for tests.
+    pub fn trace_fetches(&mut self) -> FetchTrace {
+        self.controller.trace_fetches()
+    }
+
+    /// Lets simulated time reach `target` (never back), running what falls due.
+    fn advance_to(&mut self, target: u64) {
+        let clock = self.controller.clock().clone();
+        clock.advance(target);
+        self.controller.run_until(clock.now(), &self.dma);
     }
 
     /// The controller behind BAR0 (its context, counters and command set).
@@ -236,6 +271,7 @@ impl Transport for SimTransport {
 
     fn mmio_read32(&mut self, offset: u64) -> Result<u32, TransportError> {
         self.bar0_offset(offset)?;
+        self.controller.catch_up(&self.dma);
         if !self.memory_space_enabled() {
             return Ok(u32::MAX);
         }
@@ -244,6 +280,7 @@ impl Transport for SimTransport {
 
     fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), TransportError> {
         self.bar0_offset(offset)?;
+        self.controller.catch_up(&self.dma);
         if self.memory_space_enabled() {
             self.controller.mmio_write(offset, value, &self.dma);
         }
@@ -252,5 +289,36 @@ impl Transport for SimTransport {
 
     fn dma(&self) -> &DmaRegion {
         &self.dma
+    }
+
+    /// Simulated time in ns since the drive was built, shared by the subsystem's ports.
+    fn now_ns(&mut self) -> u64 {
+        self.controller.catch_up(&self.dma);
+        self.controller.clock().now()
+    }
+
+    /// To the next event of the subsystem, or 1 ms on when nothing is scheduled.
+    fn idle(&mut self) -> Result<(), TransportError> {
+        self.controller.catch_up(&self.dma);
+        let now = self.controller.clock().now();
+        let next = self.controller.clock().next_event_after(now).unwrap_or(now + IDLE_STEP_NS);
+        self.advance_to(next);
+        Ok(())
+    }
+
+    /// To the next event if it is due by `deadline_ns`, else to the deadline.
+    fn idle_until(&mut self, deadline_ns: u64) -> Result<(), TransportError> {
+        self.controller.catch_up(&self.dma);
+        let now = self.controller.clock().now();
+        if deadline_ns <= now {
+            return Ok(());
+        }
+        let next = self.controller.clock().next_event_after(now).filter(|&t| t <= deadline_ns);
+        self.advance_to(next.unwrap_or(deadline_ns));
+        Ok(())
+    }
+
+    fn simulated_clock(&self) -> bool {
+        true
     }
 }

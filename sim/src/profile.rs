@@ -17,12 +17,15 @@
 //! max_namespaces: 32             # NN
 //! lba_formats: [{lbads: 512, ms: 0}, {lbads: 4096, ms: 8}]
 //! dlfeat: zeroes                 # zeroes | ones | not_reported
+//! arbitration: weighted_round_robin   # round_robin (default) | weighted_round_robin: CAP.AMS bit 0
+//! service: {slots: 256, dies: 128, read_us: 15, …}   # how long commands take: crate::service
 //! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, format_nvm, namespace_management]
 //! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]   # also ms: 8, extended: true
 //! quirks: []
 //! ```
 
 use crate::controller::ControllerConfig;
+use crate::service::ServiceModel;
 use nvme::spec::identify::DeallocatedRead;
 use nvme::spec::Version;
 use serde::Deserialize;
@@ -66,6 +69,10 @@ pub struct Profile {
     pub lba_formats: Vec<LbaFormatSpec>,
     /// What a deallocated or unwritten block reads back as, and whether DLFEAT says so.
     pub dlfeat: DlfeatSetting,
+    /// The arbitration mechanisms CAP.AMS reports beside round robin.
+    pub arbitration: ArbitrationSetting,
+    /// How long commands take (`None`: every command completes at its doorbell write).
+    pub service: Option<ServiceModel>,
     pub optional_commands: Vec<OptionalCommand>,
     /// The namespaces present when the drive is first powered, NSIDs 1, 2, … in order.
     pub namespaces: Vec<InitialNamespace>,
@@ -164,6 +171,17 @@ impl DlfeatSetting {
     }
 }
 
+/// The arbitration mechanisms a drive offers (§4.13, CAP.AMS).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArbitrationSetting {
+    /// Round robin only: CAP.AMS 00b.
+    #[default]
+    RoundRobin,
+    /// Also weighted round robin with urgent priority class: CAP.AMS bit 0.
+    WeightedRoundRobin,
+}
+
 /// Optional commands the drive implements (ONCS and OACS bits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -221,6 +239,9 @@ struct ProfileFile {
     max_namespaces: Spanned<u32>,
     lba_formats: Spanned<Vec<Spanned<LbaFormatSpec>>>,
     dlfeat: Spanned<DlfeatSetting>,
+    #[serde(default)]
+    arbitration: ArbitrationSetting,
+    service: Option<Spanned<ServiceModel>>,
     #[serde(default)]
     optional_commands: Vec<OptionalCommand>,
     namespaces: Option<Spanned<Vec<Spanned<InitialNamespace>>>>,
@@ -303,6 +324,14 @@ impl Profile {
         self.optional_commands.contains(&command)
     }
 
+    /// CAP.AMS as the profile's `arbitration` asks.
+    pub fn cap_ams(&self) -> u8 {
+        match self.arbitration {
+            ArbitrationSetting::RoundRobin => 0,
+            ArbitrationSetting::WeightedRoundRobin => 1,
+        }
+    }
+
     /// The VS register value (and, without quirks, Identify Controller VER).
     pub fn vs(&self) -> u32 {
         self.version.to_register()
@@ -330,6 +359,9 @@ impl Profile {
             subsystem_vendor_id: self.identity.pci_subsystem_vendor_id,
             interrupt_vectors: (queues as u16).min(2048),
             bar0_bytes,
+            ams: self.cap_ams(),
+            service: self.service.clone(),
+            quirks: crate::subsystem::Quirks::new(&self.quirks),
             ..ControllerConfig::default()
         }
     }
@@ -485,6 +517,12 @@ impl ProfileFile {
             );
         }
 
+        if let Some(service) = &self.service {
+            if let Err(message) = service.value.check() {
+                return invalid(origin, &service.referenced, message);
+            }
+        }
+
         let mut optional_commands = self.optional_commands.clone();
         optional_commands.dedup();
 
@@ -544,6 +582,8 @@ impl ProfileFile {
             max_namespaces: self.max_namespaces.value,
             lba_formats,
             dlfeat: self.dlfeat.value,
+            arbitration: self.arbitration,
+            service: self.service.map(|s| s.value),
             optional_commands,
             namespaces,
             quirks,

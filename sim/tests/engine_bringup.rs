@@ -19,7 +19,7 @@ fn csts(ctrl: &mut Controller) -> Csts {
 #[test]
 fn bring_up_reads_cap_and_vs_and_creates_the_queues_asked_for() {
     let config = ControllerConfig { mqes: 63, version: Version::V1_2_1, ..Default::default() };
-    let options = Options { io_queues: 3, io_queue_depth: 1024, ..Default::default() };
+    let options = Options { io_queues: 3, io_queues_requested: 3, io_queue_depth: 1024, ..Default::default() };
     let (mut ctrl, _) = driver(config, options);
     assert_eq!(ctrl.cap().mqes(), 63);
     assert_eq!(ctrl.version(), Version::V1_2_1);

@@ -23,6 +23,9 @@ use crate::exec::Done;
 /// Get Log Page CDW10: Log Page Identifier (07:00) and Retain Asynchronous Event (bit 15, 1.3+).
 const GET_LOG_PAGE_LID_MASK: u32 = 0xff;
 const GET_LOG_PAGE_RAE: u32 = 1 << 15;
+/// Set Features Feature Identifier (CDW10 bits 7:0) Arbitration: the engine keeps its own
+/// copy of the accepted value, which its arbiter runs on.
+const SET_FEATURES_ARBITRATION: u32 = 0x01;
 
 impl Controller {
     /// The engine's own admin commands. `None`: not one of them (the command set's);
@@ -93,6 +96,7 @@ impl Controller {
         let mut sq = SubmissionQueue::contiguous(0, s.entries(), s.cqid, s.qprio as u8);
         sq.memory = memory;
         self.sqs[s.qid as usize] = Some(sq);
+        self.arbiter.add(s.qid, s.qprio as u8);
         if let Some(cq) = self.cqs[s.cqid as usize].as_mut() {
             cq.sqs.push(s.qid);
         }
@@ -152,6 +156,8 @@ impl Controller {
         else {
             return Done::err(Status::INVALID_QUEUE_IDENTIFIER);
         };
+        self.complete_in_service(qid, dma);
+        self.arbiter.remove(qid);
         let mut i = 0;
         while i < self.held.len() {
             if self.held[i].sqid == qid {
@@ -223,6 +229,9 @@ impl Controller {
     /// Bookkeeping after the command set completed an admin command successfully: a Get
     /// Log Page without Retain Asynchronous Event unmasks the event types it clears.
     pub(super) fn command_set_admin_done(&mut self, cmd: &Command) {
+        if cmd.opcode == AdminOpcode::SetFeatures as u8 && cmd.cdw10 & 0xff == SET_FEATURES_ARBITRATION {
+            self.arbiter.set_feature(cmd.cdw11);
+        }
         if cmd.opcode != AdminOpcode::GetLogPage as u8 || cmd.cdw10 & GET_LOG_PAGE_RAE != 0 {
             return;
         }

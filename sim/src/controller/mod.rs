@@ -5,19 +5,29 @@
 //! Completion Queue, Abort and Asynchronous Event Request. Every other command goes to
 //! the [`CommandSet`] with a [`prp::PrpPointer`] over its PRPs.
 //!
-//! Commands run synchronously: a write to an SQ Tail Doorbell fetches, executes and
-//! completes the new entries before the write returns, unless the completion queue is
-//! full, in which case processing stalls until the host frees CQ slots through the CQ
-//! Head Doorbell, as hardware would.
+//! Without a service model commands run synchronously: a write to an SQ Tail Doorbell
+//! fetches, executes and completes the new entries before the write returns, unless the
+//! completion queue is full, in which case processing stalls until the host frees CQ
+//! slots through the CQ Head Doorbell, as hardware would.
+//!
+//! With a service model ([`crate::service`]) the controller has a number of internal
+//! slots: I/O commands are fetched only into a free slot, in the order [`arbitration`]
+//! decides (§4.13), whenever a doorbell is written or a completion frees a slot. A
+//! command's data moves at fetch; its completion is an event on the subsystem's
+//! [`SimClock`] at the time the media model gives, posted when the host lets time reach
+//! it (`idle`, `idle_until`). Admin commands are still served at once.
 //!
 //! - [`queues`]: queue memory, doorbells, fetching and posting.
 //! - [`admin`]: queue management, Abort, Asynchronous Event Requests and their delivery.
 //! - [`prp`]: the PRP walker behind the command set's data pointer.
 
 mod admin;
+mod arbitration;
 pub mod prp;
 mod queues;
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::{Arc, Mutex};
 
 use nvme::spec::registers::{offset, Aqa, Cap, Cc, Csts, NSSR_RESET_VALUE};
@@ -25,7 +35,13 @@ use nvme::spec::Version;
 use nvme::transport::DmaRegion;
 
 use crate::exec::{CommandSet, ControllerContext};
+use crate::service::{ServiceModel, SimClock, Work};
+use crate::subsystem::{Quirk, Quirks};
+use arbitration::Arbiter;
 use queues::{CompletionQueue, Held, Posting, SubmissionQueue};
+
+/// The I/O SQ of every command fetched, in order, once recording is on (for tests).
+pub type FetchTrace = Arc<Mutex<Vec<u16>>>;
 
 /// A command set that several controllers (ports of one subsystem) can share.
 pub type SharedCommandSet = Arc<Mutex<Box<dyn CommandSet + Send>>>;
@@ -73,6 +89,11 @@ pub struct ControllerConfig {
     /// byte (never 0, so a zero pointer is always invalid).
     pub host_memory_bytes: usize,
     pub host_memory_base: u64,
+    /// How long commands take; `None`: every command completes at its doorbell write.
+    /// (The clock a controller is built with carries the model; this one builds it.)
+    pub service: Option<ServiceModel>,
+    /// The profile's quirks; the engine acts on those of arbitration and the media.
+    pub quirks: Quirks,
 }
 
 impl Default for ControllerConfig {
@@ -99,6 +120,8 @@ impl Default for ControllerConfig {
             bar0_bytes: 16 * 1024,
             host_memory_bytes: 64 << 20,
             host_memory_base: 0x1_0000_0000,
+            service: None,
+            quirks: Quirks::default(),
         }
     }
 }
@@ -143,6 +166,44 @@ pub struct EngineStats {
     pub invalid_doorbell_writes: u64,
 }
 
+/// A completion due at a time on the clock; ordered by (time, sequence) so that equal
+/// times keep the order they were scheduled in.
+#[derive(Clone, Copy, Debug)]
+struct Event {
+    at: u64,
+    seq: u64,
+    posting: Posting,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Event {}
+
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// The service side of a controller with a service model: slots and pending completions.
+#[derive(Debug)]
+struct Timed {
+    slots: u32,
+    free: u32,
+    events: BinaryHeap<Reverse<Event>>,
+    seq: u64,
+}
+
 /// One simulated NVMe controller.
 pub struct Controller {
     config: ControllerConfig,
@@ -177,10 +238,28 @@ pub struct Controller {
     stats: EngineStats,
     /// Why the last CC.EN 0 → 1 set CSTS.CFS, if it did.
     enable_refusal: Option<&'static str>,
+    clock: Arc<SimClock>,
+    /// This controller's index among the clock's ports.
+    port: usize,
+    timed: Option<Timed>,
+    arbiter: Arbiter,
+    /// The work of the command being executed (timed mode).
+    work: Work,
+    trace: Option<FetchTrace>,
 }
 
 impl Controller {
+    /// A controller with a clock of its own (and the media of `config.service`).
     pub fn new(config: ControllerConfig, command_set: SharedCommandSet) -> Controller {
+        let clock = SimClock::new(config.service.clone(), config.quirks.has(Quirk::ReadsQueuedBehindWrites));
+        Controller::with_clock(config, command_set, clock)
+    }
+
+    /// A controller on a clock (and media) other controllers of the subsystem share.
+    pub fn with_clock(config: ControllerConfig, command_set: SharedCommandSet, clock: Arc<SimClock>) -> Controller {
+        let slots = clock.media().media().map(|m| m.model().slots.max(1));
+        let timed = slots.map(|slots| Timed { slots, free: slots, events: BinaryHeap::new(), seq: 0 });
+        let port = clock.register_port();
         let stride = 4u64 << (config.dstrd & 0xf);
         let doorbell_pairs = (config.bar0_size() - nvme::spec::registers::offset::DOORBELLS) / (2 * stride);
         let max_qid = doorbell_pairs.saturating_sub(1).min(u16::MAX as u64) as u16;
@@ -207,7 +286,74 @@ impl Controller {
             command_set,
             stats: EngineStats::default(),
             enable_refusal: None,
+            arbiter: Arbiter::new(config.quirks.clone()),
+            clock,
+            port,
+            timed,
+            work: Work::Fixed(0),
+            trace: None,
             config,
+        }
+    }
+
+    /// The subsystem's clock.
+    pub fn clock(&self) -> &Arc<SimClock> {
+        &self.clock
+    }
+
+    /// Starts recording the I/O SQ of every command fetched (timed mode).
+    pub fn trace_fetches(&mut self) -> FetchTrace {
+        self.trace.get_or_insert_with(Default::default).clone()
+    }
+
+    /// Whether commands take time on the clock (a service model is present).
+    pub fn is_timed(&self) -> bool {
+        self.timed.is_some()
+    }
+
+    /// I/O commands in service now (fetched, completion not yet due).
+    pub fn in_service(&self) -> u32 {
+        self.timed.as_ref().map_or(0, |t| t.slots - t.free)
+    }
+
+    /// Runs every completion due by the clock's present time (another port may have
+    /// moved it).
+    pub fn catch_up(&mut self, dma: &DmaRegion) {
+        let now = self.clock.now();
+        if self.next_event().is_some_and(|t| t <= now) {
+            self.run_until(now, dma);
+        }
+    }
+
+    /// This controller's next scheduled completion.
+    pub fn next_event(&self) -> Option<u64> {
+        self.timed.as_ref()?.events.peek().map(|Reverse(e)| e.at)
+    }
+
+    /// Posts the completions due at or before `t`, oldest first, each freeing a slot and
+    /// letting the controller fetch more at that time.
+    pub fn run_until(&mut self, t: u64, dma: &DmaRegion) {
+        loop {
+            let Some(timed) = self.timed.as_mut() else { return };
+            let Some(&Reverse(event)) = timed.events.peek() else { break };
+            if event.at > t {
+                break;
+            }
+            timed.events.pop();
+            timed.free += 1;
+            if !self.post(event.posting, dma) {
+                self.deferred.push(event.posting);
+            }
+            self.fetch_pass(event.at, dma);
+        }
+        self.after_command(dma);
+        self.publish();
+    }
+
+    /// Tells the clock when this controller's next event is.
+    fn publish(&self) {
+        if self.timed.is_some() {
+            self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
         }
     }
 
@@ -342,6 +488,9 @@ impl Controller {
         if let Some(cq) = self.cqs[0].as_mut() {
             cq.sqs.push(0);
         }
+        // CC.AMS is latched here: a change while CC.EN = 1 reads back but is not used
+        // until the next enable (Figure 78: AMS shall only be changed while EN is 0).
+        self.arbiter.enable(self.cc.ams());
         self.csts.set_rdy(true);
         self.csts.set_shst(0);
         let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -356,6 +505,9 @@ impl Controller {
         if cc.mps() < self.cap.mpsmin() || cc.mps() > self.cap.mpsmax() {
             return Err("CC.MPS outside CAP.MPSMIN ..= CAP.MPSMAX");
         }
+        // Figure 78 CC.AMS: host software shall only select a mechanism CAP.AMS reports,
+        // and the behaviour otherwise is undefined; this controller refuses the enable
+        // with CSTS.CFS rather than run an arbitration it does not have.
         let ams_ok = match cc.ams() {
             0 => true,
             1 => self.cap.ams() & 1 != 0,
@@ -399,6 +551,13 @@ impl Controller {
         self.aers.clear();
         self.held.clear();
         self.deferred.clear();
+        if let Some(t) = self.timed.as_mut() {
+            t.events.clear();
+            t.free = t.slots;
+        }
+        self.publish();
+        // The Arbitration feature returns to its default with the reset.
+        self.arbiter.set_feature(0);
         self.masked_events = 0;
         self.csts.set_rdy(false);
         self.csts.set_cfs(false);
@@ -426,6 +585,12 @@ impl Controller {
 
     /// Runs every submission queue that has entries waiting.
     fn run_all(&mut self, dma: &DmaRegion) {
+        if self.timed.is_some() {
+            self.fetch_pass(self.clock.now(), dma);
+            self.after_command(dma);
+            self.publish();
+            return;
+        }
         for qid in 0..self.sqs.len() {
             if self.sqs[qid].as_ref().is_some_and(|sq| sq.has_work()) {
                 self.process_sq(qid as u16, dma);

@@ -12,8 +12,10 @@ use nvme::transport::DmaRegion;
 use zerocopy::IntoBytes;
 
 use super::prp::PrpPointer;
-use super::Controller;
+use super::{Controller, Event};
 use crate::exec::{AsyncEvent, Done};
+use crate::service::Work;
+use std::cmp::Reverse;
 
 /// Error Information log page (01h), which clears Error Status events.
 pub(super) const ERROR_INFORMATION_LOG: u8 = 0x01;
@@ -45,7 +47,7 @@ pub(super) struct SubmissionQueue {
     pub head: u32,
     pub tail: u32,
     pub cqid: u16,
-    /// QPRIO as created (arbitration is round robin in this engine).
+    /// QPRIO as created (the arbiter keeps the class it puts the queue in).
     #[allow(dead_code)]
     pub qprio: u8,
 }
@@ -146,7 +148,16 @@ impl Controller {
             return self.invalid_doorbell(error_status_info::INVALID_DOORBELL_WRITE_VALUE, dma);
         }
         sq.tail = value;
-        self.process_sq(qid as u16, dma);
+        if self.timed.is_some() {
+            if qid == 0 {
+                self.process_sq(0, dma);
+            } else {
+                self.fetch_pass(self.clock.now(), dma);
+            }
+            self.publish();
+        } else {
+            self.process_sq(qid as u16, dma);
+        }
     }
 
     fn cq_head_doorbell(&mut self, qid: usize, value: u32, dma: &DmaRegion) {
@@ -157,7 +168,11 @@ impl Controller {
             return self.invalid_doorbell(error_status_info::INVALID_DOORBELL_WRITE_VALUE, dma);
         }
         cq.head = value;
-        if std::mem::take(&mut cq.stalled) {
+        if self.timed.is_some() {
+            cq.stalled = false;
+            self.fetch_pass(self.clock.now(), dma);
+            self.publish();
+        } else if std::mem::take(&mut cq.stalled) {
             let sqs = cq.sqs.clone();
             for sqid in sqs {
                 self.process_sq(sqid, dma);
@@ -182,29 +197,7 @@ impl Controller {
         if !self.bus_master || !self.csts.rdy() || self.csts.cfs() {
             return;
         }
-        loop {
-            let Some(sq) = self.sqs.get_mut(qid as usize).and_then(|q| q.as_mut()) else { return };
-            if sq.head == sq.tail {
-                return;
-            }
-            let cqid = sq.cqid;
-            let Some(cq) = self.cqs.get_mut(cqid as usize).and_then(|q| q.as_mut()) else { return };
-            if cq.is_full() {
-                cq.stalled = true;
-                self.stats.cq_full_stalls += 1;
-                return;
-            }
-            let at = sq.memory.entry(sq.head, 64);
-            let cmd: Command = match dma.read_obj(at) {
-                Ok(cmd) => cmd,
-                Err(_) => {
-                    // The controller cannot reach its own queue: nothing to complete to.
-                    self.csts.set_cfs(true);
-                    return;
-                }
-            };
-            sq.head = (sq.head + 1) % sq.entries;
-            self.stats.fetched += 1;
+        while let Some((cqid, cmd)) = self.fetch(qid, dma) {
             if let Some(done) = self.execute(qid, &cmd, dma) {
                 let posting = Posting { cqid, sqid: qid, cid: cmd.cid, done };
                 if !self.post(posting, dma) {
@@ -212,6 +205,84 @@ impl Controller {
                 }
             }
             self.after_command(dma);
+        }
+    }
+
+    /// Takes the entry at the SQ's head: `None` when the queue is empty or gone, or its
+    /// completion queue is full (then marked stalled).
+    fn fetch(&mut self, qid: u16, dma: &DmaRegion) -> Option<(u16, Command)> {
+        let sq = self.sqs.get_mut(qid as usize).and_then(|q| q.as_mut())?;
+        if sq.head == sq.tail {
+            return None;
+        }
+        let cqid = sq.cqid;
+        let cq = self.cqs.get_mut(cqid as usize).and_then(|q| q.as_mut())?;
+        if cq.is_full() {
+            cq.stalled = true;
+            self.stats.cq_full_stalls += 1;
+            return None;
+        }
+        let at = sq.memory.entry(sq.head, 64);
+        let Ok(cmd) = dma.read_obj::<Command>(at) else {
+            // The controller cannot reach its own queue: nothing to complete to.
+            self.csts.set_cfs(true);
+            return None;
+        };
+        sq.head = (sq.head + 1) % sq.entries;
+        self.stats.fetched += 1;
+        Some((cqid, cmd))
+    }
+
+    /// Timed mode: the admin queue first, then I/O commands into free slots in the order
+    /// arbitration gives, each completing at the time the media model says, from `now`.
+    pub(super) fn fetch_pass(&mut self, now: u64, dma: &DmaRegion) {
+        if !self.bus_master || !self.csts.rdy() || self.csts.cfs() {
+            return;
+        }
+        self.process_sq(0, dma);
+        while self.timed.as_ref().is_some_and(|t| t.free > 0) {
+            let (sqs, cqs) = (&self.sqs, &self.cqs);
+            let mut ready = |qid: u16| {
+                sqs.get(qid as usize).and_then(|q| q.as_ref()).is_some_and(|sq| {
+                    sq.has_work() && cqs.get(sq.cqid as usize).and_then(|q| q.as_ref()).is_some_and(|cq| !cq.is_full())
+                })
+            };
+            let Some(qid) = self.arbiter.pick(&mut ready) else { break };
+            let Some((cqid, cmd)) = self.fetch(qid, dma) else { break };
+            if let Some(trace) = &self.trace {
+                trace.lock().unwrap_or_else(|p| p.into_inner()).push(qid);
+            }
+            let Some(done) = self.execute(qid, &cmd, dma) else { continue };
+            let work = if done.status.is_success() { self.work } else { Work::Fixed(crate::service::OTHER_US) };
+            let at = {
+                let mut guard = self.clock.media();
+                guard.media().map_or(now, |m| m.serve(now, work))
+            };
+            let posting = Posting { cqid, sqid: qid, cid: cmd.cid, done };
+            if let Some(t) = self.timed.as_mut() {
+                t.free -= 1;
+                t.seq += 1;
+                t.events.push(Reverse(Event { at, seq: t.seq, posting }));
+            }
+        }
+    }
+
+    /// Completes now, with their own status, the commands in service from SQ `sqid`
+    /// (before the SQ is deleted, §5.6), freeing their slots.
+    pub(super) fn complete_in_service(&mut self, sqid: u16, dma: &DmaRegion) {
+        let Some(t) = self.timed.as_mut() else { return };
+        let mut mine: Vec<Event> = Vec::new();
+        t.events.retain(|Reverse(e)| {
+            let keep = e.posting.sqid != sqid;
+            if !keep {
+                mine.push(*e);
+            }
+            keep
+        });
+        t.free += mine.len() as u32;
+        mine.sort();
+        for e in mine {
+            self.post(e.posting, dma);
         }
     }
 
@@ -288,6 +359,10 @@ impl Controller {
             if sqid == 0 {
                 set.admin(&mut self.ctx, cmd, &data)
             } else {
+                if self.timed.is_some() {
+                    // Asked before the command runs: its namespace as the command found it.
+                    self.work = set.work(cmd);
+                }
                 set.io(&mut self.ctx, cmd, &data)
             }
         };

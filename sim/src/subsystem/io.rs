@@ -156,10 +156,21 @@ impl Subsystem {
             self.health.media_errors += 1;
             return Done::err(Status::UNRECOVERED_READ_ERROR);
         }
+        let stale = self.quirks.has(Quirk::StaleReadAfterWrite) && !self.stale.is_empty();
+        if stale {
+            // Quirk `stale-read-after-write`: the data a write replaced is read once more.
+            self.swap_stale(nsid, slba, nlb);
+        }
+        let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         let mut result = media_to_host(ns, slba, len, data);
         if result.is_ok() && separate_metadata(ns) {
             result = metadata_to_host(ns, slba, nlb, data.dma(), cmd.mptr);
         }
+        if stale {
+            self.swap_stale(nsid, slba, nlb);
+            self.drop_stale(nsid, slba, nlb);
+        }
+        let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         match result {
             Ok(()) => {
                 self.health.bytes_read += (nlb * ns.format.data_size as u64) as u128;
@@ -183,6 +194,9 @@ impl Subsystem {
             return Done::ok();
         }
         let slba = cmd.slba();
+        if self.quirks.has(Quirk::StaleReadAfterWrite) {
+            self.keep_stale(nsid, slba, nlb);
+        }
         let keep_metadata = !self.quirks.has(Quirk::MetadataNotKept);
         let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         let len = nlb * ns.format.host_block_size();
@@ -202,6 +216,43 @@ impl Subsystem {
         self.health.bytes_written += data_bytes as u128;
         self.health.host_write_commands += 1;
         Done::ok()
+    }
+
+    /// Quirk `stale-read-after-write`: remembers what a write of `nlb` blocks at `slba`
+    /// is about to overwrite (replacing an older memory of the same range).
+    fn keep_stale(&mut self, nsid: u32, slba: u64, nlb: u64) {
+        let Some(ns) = self.namespace(nsid) else { return };
+        let (offset, len) = ns.layout().data_extent(slba, nlb);
+        let mut old = vec![0u8; len as usize];
+        if ns.media(Region::Data).read(offset, &mut old).is_ok() {
+            self.stale.retain(|(n, o, b)| !(*n == nsid && overlaps(*o, b.len() as u64, offset, len)));
+            self.stale.push((nsid, offset, old));
+        }
+    }
+
+    /// Exchanges the remembered old data overlapping a read with what the media holds
+    /// (twice restores it).
+    fn swap_stale(&mut self, nsid: u32, slba: u64, nlb: u64) {
+        let Some(index) = nsid.checked_sub(1) else { return };
+        let Some(Some(ns)) = self.namespaces.get_mut(index as usize) else { return };
+        let (offset, len) = ns.layout().data_extent(slba, nlb);
+        for (n, o, bytes) in self.stale.iter_mut() {
+            if *n == nsid && overlaps(*o, bytes.len() as u64, offset, len) {
+                let mut now = vec![0u8; bytes.len()];
+                if ns.media(Region::Data).read(*o, &mut now).is_ok()
+                    && ns.media_mut(Region::Data).write(*o, bytes).is_ok()
+                {
+                    *bytes = now;
+                }
+            }
+        }
+    }
+
+    /// The stale data overlapping a read has been read once: forgotten.
+    fn drop_stale(&mut self, nsid: u32, slba: u64, nlb: u64) {
+        let Some(ns) = self.namespace(nsid) else { return };
+        let (offset, len) = ns.layout().data_extent(slba, nlb);
+        self.stale.retain(|(n, o, b)| !(*n == nsid && overlaps(*o, b.len() as u64, offset, len)));
     }
 
     /// Quirk `namespace-write-leak`: the blocks just written to `nsid` are also written at
@@ -403,6 +454,11 @@ impl Subsystem {
         }
         Done::ok()
     }
+}
+
+/// Whether byte ranges `a .. a + a_len` and `b .. b + b_len` overlap.
+fn overlaps(a: u64, a_len: u64, b: u64, b_len: u64) -> bool {
+    a < b + b_len && b < a + a_len
 }
 
 /// What blocks read as under `dsm-later-ranges-corrupted`: neither zeroes nor ones.

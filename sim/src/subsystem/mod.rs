@@ -78,6 +78,9 @@ pub struct Subsystem {
     /// Quirk `identify-zero-after-attach`: NSIDs attached by a command, which CNS 00h
     /// reports as zeros.
     late_attached: Vec<u32>,
+    /// Quirk `stale-read-after-write`: what each write overwrote (NSID, data media offset,
+    /// bytes), returned once by the next read of it.
+    stale: Vec<(u32, u64, Vec<u8>)>,
     health: Health,
 }
 
@@ -122,6 +125,7 @@ impl Subsystem {
             stale_attached: Vec::new(),
             recycled: None,
             late_attached: Vec::new(),
+            stale: Vec::new(),
             health: Health::default(),
         };
         let initial = sub.profile.namespaces.clone();
@@ -330,7 +334,16 @@ impl CommandSet for Subsystem {
         self.record(cmd, done)
     }
 
+    fn work(&self, cmd: &Command) -> crate::service::Work {
+        let block =
+            self.namespace(cmd.nsid).filter(|_| self.is_active(cmd.nsid)).map_or(512, |ns| ns.format.host_block_size());
+        crate::service::Work::of_blocks(cmd, block)
+    }
+
     fn controller_enabled(&mut self, cntlid: u16) {
+        // The Arbitration feature returns to its default with a Controller Reset (the
+        // queue engine's arbiter does the same).
+        self.controller.features.arbitration = nvme::spec::features::Arbitration::new();
         if self.quirks.has(Quirk::DetachUndoneByReset) {
             // Quirk: a detach does not survive the reset (§5.19 broken).
             for ns in self.namespaces.iter_mut().flatten() {
