@@ -274,3 +274,44 @@ pub fn identify_active() -> Rule {
          Namespace data structure, NSZE > 0",
     )
 }
+
+pub fn arbitration_selectable() -> Rule {
+    rule(
+        "NVMe 1.4 §3.1.5 Controller Configuration (CC.AMS) and §3.1.1 Controller Capabilities (CAP.AMS)",
+        "with CAP.AMS bit 0 set, the host may select weighted round robin with urgent priority class: CC.AMS = 001b \
+         is accepted when CC.EN is set to 1 and reads back as written",
+    )
+}
+
+pub fn arbitration_feature() -> Rule {
+    rule(
+        "NVMe 1.4 §5.21.1.1 Arbitration (Feature Identifier 01h)",
+        "Get Features (current) returns the Arbitration Burst and the High, Medium and Low Priority Weights that Set \
+         Features set",
+    )
+}
+
+pub fn weighted_round_robin() -> Rule {
+    rule(
+        "NVMe 1.4 §4.13.2 Weighted Round Robin with Urgent Priority Class Arbitration",
+        "under weighted round robin, commands are taken from the High, Medium and Low priority classes in \
+         proportion to their weights (HPW + 1, MPW + 1, LPW + 1)",
+    )
+}
+
+pub fn urgent_first() -> Rule {
+    rule(
+        "NVMe 1.4 §4.13.2 Weighted Round Robin with Urgent Priority Class Arbitration",
+        "the Urgent priority class is served by strict priority before the weighted classes: while urgent queues \
+         have commands, High, Medium and Low queues wait (only the Admin class comes first)",
+    )
+}
+
+pub fn round_robin_fair() -> Rule {
+    rule(
+        "NVMe 1.4 §4.13.1 Round Robin Arbitration",
+        "under round robin every submission queue is served in turn with equal priority: queues kept equally full \
+         get equal shares of the commands (advisory: the share a host sees also depends on the drive's internal \
+         parallelism)",
+    )
+}

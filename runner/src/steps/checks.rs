@@ -31,6 +31,11 @@ pub fn run(ctx: &mut CaseContext<'_>, name: CheckName) -> StepResult {
         CheckName::ControllerLists => controller_lists(ctx),
         CheckName::AttachmentsPersist => attachments_persist(ctx),
         CheckName::NamespaceUtilization => namespace_utilization(ctx),
+        CheckName::ArbitrationSelectable => super::arbitration::run(ctx, super::arbitration::Check::Selectable),
+        CheckName::ArbitrationFeature => super::arbitration::run(ctx, super::arbitration::Check::Feature),
+        CheckName::WeightedRoundRobinShares => super::arbitration::run(ctx, super::arbitration::Check::WeightedShares),
+        CheckName::UrgentPriorityFirst => super::arbitration::run(ctx, super::arbitration::Check::UrgentFirst),
+        CheckName::RoundRobinShares => super::arbitration::run(ctx, super::arbitration::Check::RoundRobinShares),
     }
 }
 

@@ -13,6 +13,7 @@
 //! - [`events`]: asynchronous events and the Changed Namespace List.
 //! - [`readback`]: after each namespace change, the lists and Identify data that must show it.
 
+pub mod arbitration;
 pub mod checks;
 pub mod events;
 pub mod extent;

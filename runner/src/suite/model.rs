@@ -372,6 +372,19 @@ pub enum CheckName {
     /// For each namespace of the set: NUSE counts at least the blocks nvtest wrote there
     /// (and did not deallocate or zero since).
     NamespaceUtilization,
+    /// With CAP.AMS bit 0: CC.AMS = 001b (weighted round robin with urgent) is accepted
+    /// at enable and reads back (round robin selected again afterwards).
+    ArbitrationSelectable,
+    /// Under weighted round robin: Set Features Arbitration (01h) then Get Features
+    /// returns the same AB, LPW, MPW and HPW.
+    ArbitrationFeature,
+    /// Under weighted round robin with weights 8 : 4 : 2, queues of High, Medium and Low
+    /// priority kept full get shares of the commands following the weights.
+    WeightedRoundRobinShares,
+    /// Under weighted round robin, a full Urgent queue is served before High and Low ones.
+    UrgentPriorityFirst,
+    /// Under round robin, queues kept equally full get equal shares (advisory).
+    RoundRobinShares,
 }
 
 /// One step of a case.
