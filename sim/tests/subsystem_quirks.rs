@@ -79,7 +79,7 @@ fn every_quirk_has_a_test_here() {
     // wrr-weights-ignored, urgent-not-first, arbitration-burst-ignored, wrr-not-enabled,
     // stale-read-after-write) need the simulated clock and the driver: their tests are in
     // service_qos.rs and service_arbitration.rs.
-    assert_eq!(Quirk::ALL.len(), 63);
+    assert_eq!(Quirk::ALL.len(), 66);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -132,7 +132,14 @@ impl Arbiter {
         }
         let (at, taken) = self.turn[c];
         let at = at % n;
-        if taken < self.burst && ready(list[at]) {
+        // Quirk `round-robin-favours-last`: under round robin the SQ created last has turns
+        // twice as long.
+        let burst = if !self.wrr && at == n - 1 && self.quirks.has(Quirk::RoundRobinFavoursLast) {
+            self.burst.saturating_mul(2)
+        } else {
+            self.burst
+        };
+        if taken < burst && ready(list[at]) {
             self.turn[c] = (at, taken + 1);
             return Some(list[at]);
         }

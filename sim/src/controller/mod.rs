@@ -454,6 +454,10 @@ impl Controller {
         let old = self.cc;
         // Reserved bits (03:01, 31:24) read as 0.
         self.cc = Cc::from_bits(new.into_bits() & 0x00ff_fff1);
+        // Quirk `cc-ams-not-kept`: CC.AMS is not stored (reads back, and is latched, as 000b).
+        if self.config.quirks.has(Quirk::CcAmsNotKept) {
+            self.cc = self.cc.with_ams(0);
+        }
         match (old.en(), new.en()) {
             (false, true) => self.enable(),
             (true, false) => self.controller_reset(),

@@ -8,6 +8,7 @@
 //! any feature identifier the controller does not support.
 
 use super::identify::WCTEMP;
+use super::Quirk;
 use super::{Subsystem, NSID_ALL};
 use crate::exec::{ControllerContext, DataPointer, Done};
 use crate::profile::Profile;
@@ -147,6 +148,10 @@ impl Subsystem {
             // The allocation lives in the controller context, where the engine enforces it.
             Select::Current if fid == FeatureId::NumberOfQueues => {
                 Ok(NumberOfQueues::new().with_nsqr(ctx.nsqa).with_ncqr(ctx.ncqa).into_bits())
+            }
+            // Quirk `arbitration-feature-not-kept`: the current value reads as the default.
+            Select::Current if fid == FeatureId::Arbitration && self.quirks.has(Quirk::ArbitrationFeatureNotKept) => {
+                Features::new(&self.profile).value(fid, f.cdw11)
             }
             Select::Current => features.value(fid, f.cdw11),
             // Nothing is saveable: the saved value is the default (§5.13.1).

@@ -251,6 +251,16 @@ pub enum Quirk {
     /// data of the logical blocks) and §6.3 "Command Ordering Requirements": a read
     /// submitted after a write completed returns that write's data.
     StaleReadAfterWrite,
+    /// Get Features Arbitration (01h, current) returns the default value, not the one
+    /// Set Features set. Breaks §5.21.1.1: the current value is the one last set.
+    ArbitrationFeatureNotKept,
+    /// CC.AMS is not stored: it reads back (and is latched at enable) as 000b, round robin,
+    /// though CAP.AMS reports weighted round robin. Breaks §3.1.5 (CC.AMS is read/write).
+    CcAmsNotKept,
+    /// Under round robin the turn of the I/O submission queue created last is twice the
+    /// arbitration burst. Breaks §4.13.1: every submission queue is served in turn with
+    /// equal priority.
+    RoundRobinFavoursLast,
 }
 
 impl Quirk {
@@ -319,6 +329,9 @@ impl Quirk {
         Quirk::ArbitrationBurstIgnored,
         Quirk::WrrNotEnabled,
         Quirk::StaleReadAfterWrite,
+        Quirk::ArbitrationFeatureNotKept,
+        Quirk::CcAmsNotKept,
+        Quirk::RoundRobinFavoursLast,
     ];
 
     /// The name a profile uses for this quirk.
@@ -387,6 +400,9 @@ impl Quirk {
             Quirk::ArbitrationBurstIgnored => "arbitration-burst-ignored",
             Quirk::WrrNotEnabled => "wrr-not-enabled",
             Quirk::StaleReadAfterWrite => "stale-read-after-write",
+            Quirk::ArbitrationFeatureNotKept => "arbitration-feature-not-kept",
+            Quirk::CcAmsNotKept => "cc-ams-not-kept",
+            Quirk::RoundRobinFavoursLast => "round-robin-favours-last",
         }
     }
 
