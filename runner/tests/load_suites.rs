@@ -1,0 +1,93 @@
+//! The load suites as a user runs them: `qos` and `arbitration` on the simulated drives,
+//! the figures a workload measures in the console summary, JUnit properties and the JSON
+//! record, the same figures for the same `--seed` (the simulated clock), and what a drive
+//! lacks skipped with the Identify/register reason.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn nvtest(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvtest")).args(args).output().expect("nvtest runs")
+}
+
+fn figures(record: &Path) -> Vec<(String, f64)> {
+    let text = std::fs::read_to_string(record).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut out = Vec::new();
+    for target in json["targets"].as_array().unwrap() {
+        for case in target["cases"].as_array().unwrap() {
+            for f in case["figures"].as_array().unwrap() {
+                let name = format!("{}::{}", case["case"].as_str().unwrap(), f["name"].as_str().unwrap());
+                out.push((name, f["value"].as_f64().unwrap()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_same_seed_gives_the_same_figures_on_the_simulated_drive() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |n: u32| {
+        let json = dir.path().join(format!("r{n}.json"));
+        let out =
+            nvtest(&["--suite", "qos", "--filter", "mixed", "--seed", "7", "--json", json.to_str().unwrap(), "sim"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        figures(&json)
+    };
+    let (first, second) = (run(1), run(2));
+    assert!(first.iter().any(|(n, v)| n == "mixed::reads.read.latency.p99.9_us" && *v > 0.0), "{first:?}");
+    assert!(first.iter().any(|(n, _)| n == "mixed::background.write.mb_per_s"), "{first:?}");
+    assert_eq!(first, second, "two runs with --seed 7 measured different figures");
+}
+
+#[test]
+fn figures_reach_the_console_and_junit_properties() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("r.xml");
+    let out = nvtest(&["--suite", "qos", "--filter", "baseline", "--junit", junit.to_str().unwrap(), "sim"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("figures of qos::baseline:")
+            && stdout.contains("p99.9=")
+            && stdout.contains("(simulated clock)"),
+        "{stdout}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    for property in
+        ["figure.reads.read.iops", "figure.reads.read.latency.p99.9_us", "figure.reads.read.latency.samples"]
+    {
+        assert!(xml.contains(&format!("name=\"{property}\"")), "{property} missing from\n{xml}");
+    }
+}
+
+#[test]
+fn both_suites_pass_on_the_1_4_drive_and_the_1_2a_drive_skips_weighted_round_robin_naming_cap_ams() {
+    let out = nvtest(&["--suite", "qos", "--suite", "arbitration", "sim:enterprise-1.4"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("11 passed; 0 failed; 0 ignored"), "{stdout}");
+    let out = nvtest(&["--suite", "arbitration", "sim:enterprise-1.2a"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let skipped: Vec<&str> = stdout.lines().filter(|l| l.starts_with("test ") && l.contains("ignored (")).collect();
+    assert_eq!(skipped.len(), 4, "{stdout}");
+    assert!(skipped.iter().all(|l| l.contains("CAP.AMS is 00b")), "{skipped:#?}");
+    let fair = stdout.lines().find(|l| l.starts_with("test arbitration::round-robin-fair"));
+    assert!(fair.is_some_and(|l| l.ends_with(" ok")), "{stdout}");
+}
+
+#[test]
+fn a_drive_whose_reads_return_the_previous_generation_fails_the_workload_naming_the_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sim/enterprise-1.4.yaml"))
+        .unwrap()
+        .replace("quirks: []", "quirks: [stale-read-after-write]");
+    let path = dir.path().join("stale.yaml");
+    std::fs::write(&path, profile).unwrap();
+    let target = format!("sim:{}", path.display());
+    let out = nvtest(&["--suite", "qos", "--filter", "baseline", &target]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("Read NSID") && stdout.contains("wrong reads of"), "{stdout}");
+}
