@@ -25,6 +25,7 @@ macro_rules! tell {
     }};
 }
 
+pub mod claims;
 pub mod cli;
 pub mod data;
 pub mod exec;

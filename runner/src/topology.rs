@@ -298,11 +298,20 @@ enum SizeText {
     Text(String),
 }
 
-fn parse_size(text: &SizeText) -> Result<u64, String> {
-    let s = match text {
-        SizeText::Bytes(n) => return Ok(*n),
-        SizeText::Text(s) => s.trim(),
-    };
+impl SizeText {
+    fn bytes(&self) -> Option<u64> {
+        match self {
+            SizeText::Bytes(n) => Some(*n),
+            SizeText::Text(s) => parse_size(s),
+        }
+    }
+}
+
+/// A size in bytes written as a whole number with an optional binary unit: `4096`,
+/// `512 B`, `4 KiB`, `128MiB`, `1 GiB`, `2 TiB`. `None` when it is not one or does not fit
+/// a u64. (Topologies' namespace sizes, claims' block sizes.)
+pub fn parse_size(text: &str) -> Option<u64> {
+    let s = text.trim();
     let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (number, unit) = s.split_at(digits);
     let shift = match unit.trim() {
@@ -311,24 +320,16 @@ fn parse_size(text: &SizeText) -> Result<u64, String> {
         "MiB" => 20,
         "GiB" => 30,
         "TiB" => 40,
-        _ => u32::MAX,
+        _ => return None,
     };
-    let n: u64 = number.parse().map_err(|_| String::new())?;
-    if shift == u32::MAX {
-        return Err(String::new());
-    }
-    n.checked_mul(1u64 << shift).ok_or_else(String::new)
+    number.parse::<u64>().ok()?.checked_mul(1u64 << shift)
 }
 
 // ---------------------------------------------------------------------------------
 // Loading.
 
 fn yaml_error(origin: &str, e: &serde_saphyr::Error) -> TopologyError {
-    use serde_saphyr::MessageFormatter;
-    let (line, column) = e.location().map(|l| (l.line().max(1), l.column().max(1))).unwrap_or((1, 1));
-    let message = serde_saphyr::UserMessageFormatter.format_message(e.without_snippet()).into_owned();
-    let message = message.trim();
-    let message = crate::yaml_message::clarify(message).unwrap_or_else(|| message.to_string());
+    let (line, column, message) = crate::yaml_message::located(e);
     TopologyError::Invalid { origin: origin.to_string(), line, column, message }
 }
 
@@ -825,9 +826,9 @@ impl TopologyFile {
                     b.value
                 }
                 (None, Some(s)) => {
-                    let bytes = parse_size(&s.value).map_err(|_| ()).or_else(|()| {
-                        invalid(origin, &s.referenced, "size is not a size; write bytes (268435456) or a number with KiB, MiB, GiB or TiB (256MiB)")
-                    })?;
+                    let Some(bytes) = s.value.bytes() else {
+                        return invalid(origin, &s.referenced, "size is not a size; write bytes (268435456) or a number with KiB, MiB, GiB or TiB (256MiB)");
+                    };
                     if bytes == 0 || bytes % block_bytes != 0 {
                         return invalid(
                             origin,
@@ -1374,11 +1375,13 @@ mod tests {
 
     #[test]
     fn sizes_take_units() {
-        assert_eq!(parse_size(&SizeText::Text("256MiB".into())), Ok(256 << 20));
-        assert_eq!(parse_size(&SizeText::Text("1 GiB".into())), Ok(1 << 30));
-        assert_eq!(parse_size(&SizeText::Bytes(4096)), Ok(4096));
-        assert!(parse_size(&SizeText::Text("1 GB".into())).is_err());
-        assert!(parse_size(&SizeText::Text("99999999999 TiB".into())).is_err());
+        assert_eq!(SizeText::Text("256MiB".into()).bytes(), Some(256 << 20));
+        assert_eq!(SizeText::Text("1 GiB".into()).bytes(), Some(1 << 30));
+        assert_eq!(SizeText::Bytes(4096).bytes(), Some(4096));
+        assert_eq!(parse_size("512 B"), Some(512));
+        assert_eq!(parse_size("4 KiB"), Some(4096));
+        assert_eq!(parse_size("1 GB"), None);
+        assert_eq!(parse_size("99999999999 TiB"), None);
     }
 
     #[test]

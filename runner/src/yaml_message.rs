@@ -1,6 +1,17 @@
 //! The YAML reader's (serde-saphyr) terse messages, rewritten as "what is wrong; what is
 //! allowed" — the part every nvtest file (suite, topology, expected findings) shares.
 
+/// Where the YAML reader located `error` (1-based line and column; the file's start when it
+/// says nothing) and its message, without the reader's snippet, rewritten by [`clarify`]
+/// when it is one any file may get.
+pub fn located(error: &serde_saphyr::Error) -> (u64, u64, String) {
+    use serde_saphyr::MessageFormatter;
+    let (line, column) = error.location().map(|l| (l.line().max(1), l.column().max(1))).unwrap_or((1, 1));
+    let message = serde_saphyr::UserMessageFormatter.format_message(error.without_snippet()).into_owned();
+    let message = message.trim();
+    (line, column, clarify(message).unwrap_or_else(|| message.to_string()))
+}
+
 /// The rewrite of a message any YAML file may get, or `None` for a message the caller
 /// words for its own kind of file. `message` is trimmed.
 pub fn clarify(message: &str) -> Option<String> {

@@ -2,8 +2,12 @@
 //! and malformed suites rejected before any device is opened, each located as
 //! `file:line:column`. Runs that need a device are in `cli_run.rs`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
+
+#[path = "common/fixtures.rs"]
+mod fixtures;
+use fixtures::{expectation, yaml_files};
 
 /// A target that cannot open: if nvtest ever tried, its error would name this path.
 const NEVER_OPENED: &str = "sim:/nonexistent/never-opened.yaml";
@@ -34,22 +38,9 @@ fn test_suite(name: &str) -> String {
 fn malformed_fixtures() -> Vec<PathBuf> {
     let mut all = Vec::new();
     for dir in ["tests/malformed", "tests/malformed-semantic"] {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(manifest_dir().join(dir))
-            .unwrap_or_else(|e| panic!("{dir}: {e}"))
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-            .collect();
-        files.sort();
-        all.extend(files);
+        all.extend(yaml_files(&manifest_dir().join(dir)));
     }
     all
-}
-
-fn expectation(fixture: &Path) -> String {
-    let text = std::fs::read_to_string(fixture).unwrap();
-    let line = text.lines().find_map(|l| l.strip_prefix("# expect: "));
-    line.unwrap_or_else(|| panic!("{} has no `# expect: LINE:COL: message` line", fixture.display())).to_string()
 }
 
 #[test]

@@ -1,16 +1,21 @@
 //! Bad input never panics: every file nvtest reads (suites, sim profiles, QEMU
-//! topologies, expected findings) is mutated at random (bytes deleted, YAML punctuation
+//! topologies, expected findings, drive claims) is mutated at random (bytes deleted, YAML punctuation
 //! inserted, lines replaced, duplicated, swapped, the file cut short) and loaded. Each
 //! load either succeeds or fails with located, one-line errors (`file:line:column:
 //! message`); what loads is then used as a run would use it (a simulated drive built from
-//! the profile, QEMU's command line from the topology), which must not panic either.
+//! the profile, QEMU's command line from the topology, claims cited and judged against
+//! Identify), which must not panic either.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
+use nvme::spec::identify::IdentifyController;
+use nvme::spec::registers::Cap;
 use nvme_sim::{Profile, Subsystem};
+use nvtest::claims::{claims_of_profile, parse_claims, unreported};
 use nvtest::topology::{parse_expected, Topology};
 use proptest::prelude::*;
+use zerocopy::FromZeros;
 
 const ORIGIN: &str = "mutated.yaml";
 
@@ -196,6 +201,30 @@ fn check_expected(original: &str, mutations: &[Mutation]) -> Result<(), TestCase
     Ok(())
 }
 
+/// Claims on their own (`in_profile` false) or under a profile's `claims:` key.
+fn check_claims(original: &str, mutations: &[Mutation], in_profile: bool) -> Result<(), TestCaseError> {
+    let text = mutate(original, mutations);
+    let loaded = no_panic("loading claims", &text, || {
+        if in_profile {
+            claims_of_profile(&text, ORIGIN)
+        } else {
+            parse_claims(&text, ORIGIN).map(Some)
+        }
+    })?;
+    match loaded {
+        Ok(Some(claims)) => {
+            // Claims that load are cited and judged against a controller reporting nothing.
+            no_panic("citing and judging claims", &text, || {
+                let cited: Vec<String> = claims.read_qos.iter().map(|q| claims.cite_read_qos(q)).collect();
+                (cited, unreported(&claims, &IdentifyController::new_zeroed(), Some(Cap::new())))
+            })?;
+        }
+        Ok(None) => {}
+        Err(e) => located_one_line(&e.to_string(), &text)?,
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -225,5 +254,15 @@ proptest! {
     fn mutated_expected_findings_load_or_fail_located(m in mutations(), which in 0..2usize) {
         let file = ["fixtures/qemu/expected.yaml", "fixtures/guest/expected.yaml"][which];
         check_expected(&repo_file(file), &m)?;
+    }
+
+    #[test]
+    fn a_mutated_claims_file_loads_or_fails_located(m in mutations(), which in 0..3usize) {
+        let (file, in_profile) = [
+            ("runner/tests/claims/pblaze5-916.yaml", false),
+            ("fixtures/sim/enterprise-1.4.yaml", true),
+            ("fixtures/sim/enterprise-1.2a.yaml", true),
+        ][which];
+        check_claims(&repo_file(file), &m, in_profile)?;
     }
 }

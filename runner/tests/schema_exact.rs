@@ -7,20 +7,12 @@ use std::path::{Path, PathBuf};
 
 use nvtest::suite::{json_schema, load_str, yaml_options};
 
+#[path = "common/fixtures.rs"]
+mod fixtures;
+use fixtures::yaml_files;
+
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn yaml_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no YAML files in {}", dir.display());
-    files
 }
 
 fn validator() -> jsonschema::Validator {

@@ -247,6 +247,9 @@ struct ProfileFile {
     namespaces: Option<Spanned<Vec<Spanned<InitialNamespace>>>>,
     #[serde(default)]
     quirks: Vec<Quirk>,
+    /// What the drive's datasheet promises: read by the runner (runner/src/claims), not here.
+    #[allow(dead_code)]
+    claims: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
