@@ -129,6 +129,10 @@ pub struct RunArgs {
     /// the run. Each applies to the targets its `applies_to` names.
     #[arg(long, value_name = "FILE")]
     pub expect: Vec<PathBuf>,
+    /// What the drive's datasheet promises (read QoS, capabilities; format: `nvtest::claims`):
+    /// cases about a claim judge it. Without it a simulated drive's profile gives its own.
+    #[arg(long, value_name = "FILE")]
+    pub claims: Option<PathBuf>,
     /// On a drive of the Linux driver (/dev/nvmeN): lets destructive cases run, once the
     /// drive is found unused (not needed for sim and QEMU, which are disposable).
     #[arg(long)]
@@ -397,6 +401,7 @@ fn run_suites(args: RunArgs) -> i32 {
         json: args.json.clone(),
         console_file: None,
         expect: args.expect.clone(),
+        claims: args.claims.clone(),
         seed: args.seed,
         repeat: args.repeat,
         timeout: args.timeout,

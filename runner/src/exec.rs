@@ -137,6 +137,8 @@ pub struct Session {
     not_run: usize,
     /// `--case-timeout`: a case still sending commands past it is stopped as an error.
     case_timeout: Option<std::time::Duration>,
+    /// What the drive's datasheet promises (`--claims`, or the simulated profile's).
+    claims: Option<std::sync::Arc<crate::claims::Claims>>,
 }
 
 impl Session {
@@ -163,6 +165,7 @@ impl Session {
             stop: None,
             not_run: 0,
             case_timeout: None,
+            claims: None,
         })
     }
 
@@ -179,6 +182,11 @@ impl Session {
     /// as an error saying so; the device is recovered for the next case.
     pub fn set_case_timeout(&mut self, limit: Option<std::time::Duration>) {
         self.case_timeout = limit;
+    }
+
+    /// The claims cases about a claim judge; `None`: figures are reported, not judged.
+    pub fn set_claims(&mut self, claims: Option<std::sync::Arc<crate::claims::Claims>>) {
+        self.claims = claims;
     }
 
     pub fn facts(&self) -> &Facts {
@@ -265,6 +273,7 @@ impl Session {
         let mut ctx = CaseContext::new(self.device.as_mut(), &self.facts, parse_rule(&case.rule), seed);
         ctx.blocks_needed = Some(steps::extent::blocks_needed(&case.steps));
         ctx.deadline = self.case_timeout.map(|limit| (Instant::now() + limit, limit));
+        ctx.claims = self.claims.clone();
         let mut verdict = Verdict::Pass;
         for (n, step) in case.steps.iter().enumerate() {
             if let Err(e) = steps::run_step(&mut ctx, step) {

@@ -309,6 +309,12 @@ impl Profile {
         }
     }
 
+    /// The text of a shipped profile and the path it is shipped as (for the runner,
+    /// which reads the `claims:` the profile carries).
+    pub fn builtin_source(name: &str) -> Option<(String, &'static str)> {
+        BUILTIN.iter().find(|(n, _)| *n == name).map(|(n, text)| (format!("fixtures/sim/{n}.yaml"), *text))
+    }
+
     /// The names of the shipped profiles.
     pub fn builtin_names() -> impl Iterator<Item = &'static str> {
         BUILTIN.iter().map(|(n, _)| *n)

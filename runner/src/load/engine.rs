@@ -736,6 +736,7 @@ impl<'m> Run<'m> {
                     iops: if seconds > 0.0 { t.commands as f64 / seconds } else { 0.0 },
                     mb_per_s: if seconds > 0.0 { t.bytes as f64 / seconds / 1e6 } else { 0.0 },
                     latency: Latency::of(&t.histogram, t.min_ns, t.max_ns),
+                    histogram: t.histogram.clone(),
                 })
                 .collect();
             self.outcome.jobs.push(JobFigures {

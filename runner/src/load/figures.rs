@@ -47,6 +47,15 @@ pub struct OpFigures {
     /// Decimal megabytes per second.
     pub mb_per_s: f64,
     pub latency: Latency,
+    /// Every latency sample, for percentiles beyond those reported (a claim's own).
+    pub histogram: Histogram<u64>,
+}
+
+impl OpFigures {
+    /// The latency at percentile `p` (0 < p ≤ 100), in ns, within the exact extremes.
+    pub fn latency_at(&self, p: f64) -> u64 {
+        self.histogram.value_at_percentile(p).clamp(self.latency.min_ns, self.latency.max_ns)
+    }
 }
 
 /// One job's figures.
@@ -177,6 +186,7 @@ mod tests {
                 iops: 1000.0,
                 mb_per_s: 4.096,
                 latency: Latency::of(&h, 1000, 1_000_000),
+                histogram: h.clone(),
             }],
         };
         let figures = job.figures();

@@ -85,6 +85,8 @@ pub struct RunOptions {
     pub console_file: Option<PathBuf>,
     /// The targets' expected findings (`--expect`, repeatable).
     pub expect: Vec<PathBuf>,
+    /// The drive's claims (`--claims`); without it a simulated drive's profile gives its own.
+    pub claims: Option<PathBuf>,
     /// TARGET was not given: the run tests nvtest's built-in simulated drive, and says so
     /// on the console and in every report.
     pub default_target: bool,
@@ -550,6 +552,12 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
     // The findings and the report paths are checked before any device is opened: a bad
     // file or an unwritable path sends nothing.
     let findings = load_findings(options)?;
+    let given_claims = match &options.claims {
+        Some(path) => {
+            Some(std::sync::Arc::new(crate::claims::load_claims(path).map_err(|e| RunError::Target(e.to_string()))?))
+        }
+        None => None,
+    };
     check_reports(options)?;
     let labels = labels(options);
     let several = labels.len() > 1;
@@ -559,11 +567,19 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
         let destructive = safety::destructive_cases(suites, &select, options.safety.preserve).len();
         let confirm = options.safety.clone();
         let findings = findings.clone();
+        let claims = match (&given_claims, target) {
+            (Some(c), _) => Some(c.clone()),
+            (None, RunTarget::Spec(spec)) => {
+                crate::target::profile_claims(spec).map_err(RunError::Target)?.map(std::sync::Arc::new)
+            }
+            (None, RunTarget::Kernel(_)) => None,
+        };
         let case_timeout = options.case_timeout;
         let checked = move |mut session: Session| -> Result<Session, String> {
             safety::confirm_identity(session.identity(), &confirm, destructive)?;
             session.expect_findings(findings);
             session.set_case_timeout(case_timeout);
+            session.set_claims(claims.clone());
             Ok(session)
         };
         let opener: Opener = match target {

@@ -91,6 +91,8 @@ pub struct CaseContext<'a> {
     /// Checked before every command (cooperative: a command itself is bounded by the
     /// driver's own timeouts).
     pub deadline: Option<(std::time::Instant, std::time::Duration)>,
+    /// What the drive's datasheet promises, when a claims file or profile gives it.
+    pub claims: Option<std::sync::Arc<crate::claims::Claims>>,
     /// What the case's workloads measured, per job ([`crate::load`]).
     pub figures: Vec<crate::load::JobFigures>,
     /// The last command sent: on the admin queue (`true`) or an I/O queue, and its opcode.
@@ -113,6 +115,7 @@ impl<'a> CaseContext<'a> {
             blocks_needed: None,
             deadline: None,
             figures: Vec::new(),
+            claims: None,
             last_command: None,
         }
     }

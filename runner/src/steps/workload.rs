@@ -36,6 +36,13 @@ pub fn workload(ctx: &mut CaseContext<'_>, jobs: &[WorkloadJob], qos: Option<&Qo
             }
         }
     }
+    let claim = match qos {
+        Some(q) => qos_claim(ctx, q)?,
+        None => None,
+    };
+    if let (Some(q), Some((_, c))) = (qos, &claim) {
+        apply_claim(ctx, &mut built, q, &c.value)?;
+    }
     let work = Workload { jobs: built, seed: ctx.seed, drain: true };
     let specs: Vec<QueueSpec> =
         work.jobs.iter().map(|j| QueueSpec { depth: j.queue_depth, priority: j.priority }).collect();
@@ -75,11 +82,107 @@ pub fn workload(ctx: &mut CaseContext<'_>, jobs: &[WorkloadJob], qos: Option<&Qo
     ));
     ctx.figures.extend(outcome.jobs.iter().cloned());
     verdict(ctx, &work, &outcome)?;
-    if let Some(q) = qos {
-        ctx.log.push(format!(
-            "qos: no read-QoS claim given: the figures of job `{}` are reported, not judged",
-            q.read_job
-        ));
+    match (qos, claim) {
+        (Some(q), Some((cite, c))) => judge_claim(ctx, q, &outcome, &cite, &c.value),
+        (Some(q), None) => {
+            ctx.log.push(format!(
+                "qos: no read-QoS claim given (--claims, or the simulated drive's profile): the figures of job `{}` \
+                 are reported, not judged",
+                q.read_job
+            ));
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The read-QoS claim a `qos` judgement uses, with its citation: the one named, or the
+/// first; `None` without claims.
+fn qos_claim(
+    ctx: &CaseContext<'_>,
+    q: &QosJudgement,
+) -> StepResult<Option<(String, crate::claims::Claimed<crate::claims::ReadQos>)>> {
+    let Some(claims) = ctx.claims.as_ref() else {
+        return Ok(None);
+    };
+    let found = match &q.claim {
+        Some(name) => claims.read_qos.iter().find(|c| c.value.name.as_deref() == Some(name.as_str())),
+        None => claims.read_qos.first(),
+    };
+    match (found, &q.claim) {
+        (Some(c), _) => Ok(Some((claims.cite_read_qos(c), c.clone()))),
+        (None, Some(name)) => {
+            Err(StepError::Error(format!("qos names read_qos claim `{name}`, which {} does not have", claims.origin)))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// The load a read-QoS claim states: the read job's rate, block size and depth, the
+/// write job's rate (no background write: the job is left out).
+fn apply_claim(
+    ctx: &mut CaseContext<'_>,
+    jobs: &mut Vec<Job>,
+    q: &QosJudgement,
+    c: &crate::claims::ReadQos,
+) -> StepResult {
+    let Some(read) = jobs.iter_mut().find(|j| j.name == q.read_job) else {
+        return Ok(());
+    };
+    let bs = read.namespace.block_size;
+    if c.block_bytes as u64 % bs != 0 {
+        return Err(StepError::Skip(format!(
+            "the claim's {}-byte reads are not a whole number of NSID {}'s {bs}-byte blocks",
+            c.block_bytes, read.namespace.nsid
+        )));
+    }
+    read.rate = Some(Rate::Iops(c.read_iops));
+    read.blocks_per_command = vec![(c.block_bytes as u64 / bs) as u32];
+    if let Some(depth) = c.queue_depth {
+        read.queue_depth = depth;
+    }
+    if let Some(name) = &q.write_job {
+        if c.background_write_bytes_per_s == 0 {
+            jobs.retain(|j| &j.name != name);
+        } else if let Some(write) = jobs.iter_mut().find(|j| &j.name == name) {
+            write.rate = Some(Rate::BytesPerSecond(c.background_write_bytes_per_s));
+        }
+    }
+    ctx.log.push(format!("qos: the load follows the claim {}", c.describe()));
+    Ok(())
+}
+
+/// The claim's percentile of the read job's latency against its bound.
+fn judge_claim(
+    ctx: &mut CaseContext<'_>,
+    q: &QosJudgement,
+    outcome: &Outcome,
+    cite: &str,
+    c: &crate::claims::ReadQos,
+) -> StepResult {
+    let read = outcome.jobs.iter().find(|j| j.job == q.read_job).and_then(|j| j.op(crate::load::Op::Read));
+    let Some(read) = read.filter(|r| r.latency.samples > 0) else {
+        return Err(StepError::Error(format!("qos: job `{}` completed no counted reads to judge", q.read_job)));
+    };
+    let at = read.latency_at(c.percentile);
+    let bound = c.latency.as_nanos() as u64;
+    let shown = |ns: u64| format!("{:.2} µs", ns as f64 / 1000.0);
+    let line = format!(
+        "qos: p{} of {} reads = {} (bound {}), at {:.0} read IOPS",
+        c.percentile,
+        read.latency.samples,
+        shown(at),
+        shown(bound),
+        read.iops
+    );
+    ctx.log.push(line.clone());
+    if at > bound {
+        return Err(StepError::Fail(crate::verdict::Failure {
+            rule: crate::verdict::Rule { section: format!("claim {cite}"), text: c.describe() },
+            sent: format!("the workload of the claim: {}", c.describe()),
+            observed: format!("p{} read latency {} over {} samples", c.percentile, shown(at), read.latency.samples),
+            expected: format!("p{} read latency at most {}", c.percentile, shown(bound)),
+        }));
     }
     Ok(())
 }

@@ -299,6 +299,9 @@ pub struct QosJudgement {
     pub read_job: String,
     #[serde(default)]
     pub write_job: Option<String>,
+    /// Which `read_qos` claim (its `name`); default the first.
+    #[serde(default)]
+    pub claim: Option<String>,
 }
 
 /// I/O commands for the raw `io` step.
