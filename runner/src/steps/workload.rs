@@ -130,7 +130,7 @@ fn apply_claim(
         return Ok(());
     };
     let bs = read.namespace.block_size;
-    if c.block_bytes as u64 % bs != 0 {
+    if !(c.block_bytes as u64).is_multiple_of(bs) {
         return Err(StepError::Skip(format!(
             "the claim's {}-byte reads are not a whole number of NSID {}'s {bs}-byte blocks",
             c.block_bytes, read.namespace.nsid
