@@ -295,7 +295,8 @@ pub fn weighted_round_robin() -> Rule {
     rule(
         "NVMe 1.4 §4.13.2 Weighted Round Robin with Urgent Priority Class Arbitration",
         "under weighted round robin, commands are taken from the High, Medium and Low priority classes in \
-         proportion to their weights (HPW + 1, MPW + 1, LPW + 1)",
+         proportion to their weights (HPW + 1, MPW + 1, LPW + 1) (advisory: a host sees completions, not the \
+         fetch order; a drive that takes every queued command in at once serves all queues alike)",
     )
 }
 
@@ -303,7 +304,8 @@ pub fn urgent_first() -> Rule {
     rule(
         "NVMe 1.4 §4.13.2 Weighted Round Robin with Urgent Priority Class Arbitration",
         "the Urgent priority class is served by strict priority before the weighted classes: while urgent queues \
-         have commands, High, Medium and Low queues wait (only the Admin class comes first)",
+         have commands, High, Medium and Low queues wait (only the Admin class comes first) (advisory: a host \
+         sees completions, not the fetch order)",
     )
 }
 

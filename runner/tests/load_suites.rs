@@ -91,3 +91,21 @@ fn a_drive_whose_reads_return_the_previous_generation_fails_the_workload_naming_
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("Read NSID") && stdout.contains("wrong reads of"), "{stdout}");
 }
+
+/// A compliant drive that takes in every queued command at once (more internal slots
+/// than the queues hold) leaves arbitration nothing to decide: its equal shares are a
+/// warning (the share cases are advisory), never the drive's failure.
+#[test]
+fn shares_on_a_drive_that_never_lets_commands_wait_are_a_warning_not_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sim/enterprise-1.4.yaml"))
+        .unwrap()
+        .replace("slots: 256 ", "slots: 65536 ");
+    let path = dir.path().join("wide.yaml");
+    std::fs::write(&path, profile).unwrap();
+    let target = format!("sim:{}", path.display());
+    let out = nvtest(&["--suite", "arbitration", "--filter", "weighted-shares", &target]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("warnings (advisory cases") && stdout.contains("§4.13.2"), "{stdout}");
+}

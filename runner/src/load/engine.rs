@@ -293,7 +293,7 @@ pub fn run(
     };
     let end = io.now_ns();
     result?;
-    Ok(run.finish(io, start, end))
+    Ok(run.finish(start, end))
 }
 
 fn check(io: &dyn QueuedIo, work: &Workload) -> Result<(), EngineError> {
@@ -700,7 +700,7 @@ impl<'m> Run<'m> {
         first.map(|m| Mismatch { wrong_blocks: wrong, blocks_judged: p.blocks, ..m })
     }
 
-    fn finish(mut self, io: &mut dyn QueuedIo, start: u64, end: u64) -> Outcome {
+    fn finish(mut self, start: u64, end: u64) -> Outcome {
         // What was in flight: reported, and its blocks forgotten (old or new, unknown).
         for (q, slots) in self.pending.iter_mut().enumerate() {
             for p in slots.iter_mut().filter_map(Option::take) {
@@ -721,7 +721,6 @@ impl<'m> Run<'m> {
                 });
             }
         }
-        let _ = io;
         self.outcome.elapsed_ns = end.saturating_sub(start);
         for (job, state) in self.jobs.iter().zip(&self.states) {
             let window = state.last_counted_ns.saturating_sub(state.warmup_end_ns);
@@ -912,35 +911,22 @@ mod tests {
         assert_eq!(open, out.in_flight_at_stop.len(), "the journal's open writes are those in flight");
     }
 
+    fn refused(io: &mut FakeIo, work: &Workload) -> EngineError {
+        run(io, work, &mut HostMap::default(), &mut crate::load::NoJournal, Stop::AtEnd, &|| None, &mut |_| {})
+            .unwrap_err()
+    }
+
     #[test]
     fn a_workload_that_does_not_fit_is_refused_before_anything_is_sent() {
         let mut j = job("x", Mix::READ, Pattern::Random, 8192, End::Commands(1));
         let mut io = FakeIo::new(512, &[16], 2);
         let work = Workload { jobs: vec![j.clone()], seed: 1, drain: true };
-        let e = run(
-            &mut io,
-            &work,
-            &mut HostMap::default(),
-            &mut crate::load::NoJournal,
-            Stop::AtEnd,
-            &|| None,
-            &mut |_| {},
-        )
-        .unwrap_err();
+        let e = refused(&mut io, &work);
         assert!(e.to_string().contains("do not fit NSID 1"), "{e}");
         j.blocks = 64;
         j.mix = Mix { read: 50, write: 0, deallocate: 0, flush: 0 };
         let work = Workload { jobs: vec![j], seed: 1, drain: true };
-        let e = run(
-            &mut io,
-            &work,
-            &mut HostMap::default(),
-            &mut crate::load::NoJournal,
-            Stop::AtEnd,
-            &|| None,
-            &mut |_| {},
-        )
-        .unwrap_err();
+        let e = refused(&mut io, &work);
         assert!(e.to_string().contains("adds up to 50%"), "{e}");
     }
 }

@@ -5,6 +5,10 @@
 //! at once), the first commands are a warm-up, and the load is stopped at an instant
 //! rather than drained, so only commands the drive chose between are counted.
 //!
+//! A host sees completions, not the order the controller fetched commands in: a drive
+//! that takes every queued command in at once and lets them wait inside serves all
+//! queues alike under any mechanism. So the share cases are advisory (a warning).
+//!
 //! Every check that selects weighted round robin selects round robin again before it
 //! ends, whatever its verdict. Kernel targets are skipped: the operating system's driver
 //! owns CC and the queues.
@@ -19,9 +23,9 @@ use nvme::spec::queue::QueuePriority;
 use nvme::spec::registers::{offset, Cap, Cc};
 
 use super::{CaseContext, StepError, StepResult};
-use crate::load::engine::{self, EngineError, Stop};
+use crate::load::engine::{EngineError, Stop};
 use crate::load::job::Namespace;
-use crate::load::{End, Job, Mix, NoJournal, Pattern, Workload};
+use crate::load::{End, Job, Mix, Pattern, Workload};
 use crate::rules;
 
 /// The weights set for the share checks: HPW 7, MPW 3, LPW 1 (8 : 4 : 2), burst 1.
@@ -219,15 +223,9 @@ fn shares(ctx: &mut CaseContext<'_>, check: Check) -> StepResult {
         WARMUP.as_millis()
     ));
     let mut map = std::mem::take(&mut ctx.map);
-    let result = (|| -> Result<_, EngineError> {
-        let mut io = ctx.device.queued_io(&specs)?;
-        let stop = Stop::At((WARMUP + MEASURE).as_nanos() as u64);
-        let out = engine::run(io.as_mut(), &work, &mut map, &mut NoJournal, stop, &|| None, &mut |_| {});
-        let closed = io.close();
-        let out = out?;
-        closed?;
-        Ok(out)
-    })();
+    let stop = Stop::At((WARMUP + MEASURE).as_nanos() as u64);
+    let deadline = ctx.deadline;
+    let result = super::workload::run(ctx, &work, &specs, &mut map, deadline, stop);
     ctx.map = map;
     let outcome = match result {
         Ok(o) => o,

@@ -49,7 +49,7 @@ pub fn workload(ctx: &mut CaseContext<'_>, jobs: &[WorkloadJob], qos: Option<&Qo
     ctx.log.push(format!("workload: {}", describe(&work)));
     let deadline = ctx.deadline;
     let mut map = std::mem::take(&mut ctx.map);
-    let result = run(ctx, &work, &specs, &mut map, deadline);
+    let result = run(ctx, &work, &specs, &mut map, deadline, Stop::AtEnd);
     ctx.map = map;
     let outcome = match result {
         Ok(outcome) => outcome,
@@ -178,7 +178,10 @@ fn judge_claim(
     ctx.log.push(line.clone());
     if at > bound {
         return Err(StepError::Fail(crate::verdict::Failure {
-            rule: crate::verdict::Rule { section: format!("claim {cite}"), text: c.describe() },
+            rule: crate::verdict::Rule {
+                section: format!("claim {cite}"),
+                text: "the drive's datasheet read-QoS promise (a claim, not a rule of the specification)".into(),
+            },
             sent: format!("the workload of the claim: {}", c.describe()),
             observed: format!("p{} read latency {} over {} samples", c.percentile, shown(at), read.latency.samples),
             expected: format!("p{} read latency at most {}", c.percentile, shown(bound)),
@@ -187,12 +190,14 @@ fn judge_claim(
     Ok(())
 }
 
-fn run(
+/// Opens the target's queues for `work`, runs it until `stop`, closes them again.
+pub(super) fn run(
     ctx: &mut CaseContext<'_>,
     work: &Workload,
     specs: &[QueueSpec],
     map: &mut crate::data::HostMap,
     deadline: Option<(Instant, Duration)>,
+    stop: Stop,
 ) -> Result<Outcome, EngineError> {
     let mut io = ctx.device.queued_io(specs)?;
     let cancel = || match deadline {
@@ -216,7 +221,7 @@ fn run(
         ));
         bar.tick();
     };
-    let result = engine::run(io.as_mut(), work, map, &mut NoJournal, Stop::AtEnd, &cancel, &mut progress);
+    let result = engine::run(io.as_mut(), work, map, &mut NoJournal, stop, &cancel, &mut progress);
     bar.finish_and_clear();
     let closed = io.close();
     let outcome = result?;
