@@ -166,7 +166,8 @@ pub fn profile_claims(spec: &TargetSpec) -> Result<Option<crate::claims::Claims>
             None => return Ok(None),
         },
         TargetSpec::SimFile(path) => {
-            let text = nvme::input::read_text_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = nvme::input::read_text_file(path)
+                .map_err(|e| format!("{}: cannot read the profile: {e}", path.display()))?;
             (path.display().to_string(), text)
         }
         _ => return Ok(None),
