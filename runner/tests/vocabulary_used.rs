@@ -13,7 +13,7 @@ use nvtest::suite::model::{CheckName, Step};
 fn shipped_steps() -> Vec<Step> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../suites");
     let mut steps = Vec::new();
-    for name in ["namespaces", "trim"] {
+    for name in ["namespaces", "trim", "qos", "arbitration"] {
         let suite = load_file(&dir.join(format!("{name}.yaml")), Some(name)).unwrap_or_else(|e| panic!("{e}"));
         steps.extend(suite.cases.into_iter().flat_map(|c| c.steps));
     }
