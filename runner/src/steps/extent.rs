@@ -34,6 +34,16 @@ fn step_extent(step: &Step) -> u64 {
                 _ => 0,
             },
         },
+        // A job's range: from its LBA (default 0) for its blocks (default to the end: the
+        // LBA itself is what it needs, one block at least).
+        Step::Workload { jobs, .. } => jobs
+            .iter()
+            .map(|j| {
+                let lba = j.lba.clone().unwrap_or(Lba::At(Param::Value(0)));
+                extent(&lba, j.blocks.as_ref().map_or(1, count_of))
+            })
+            .max()
+            .unwrap_or(0),
         _ => 0,
     }
 }
@@ -105,5 +115,17 @@ mod tests {
             Ranges::List(vec![Range { lba: Lba::FromEnd { from_end: 9000 }, blocks: Blocks::Count(Param::Value(1)) }]);
         assert_eq!(blocks_needed(&[Step::Deallocate { ns, ranges, expect: None }]), 9000);
         assert_eq!(blocks_needed(&[]), 1);
+    }
+}
+
+#[cfg(test)]
+mod workload_tests {
+    use super::*;
+
+    #[test]
+    fn a_workload_needs_the_furthest_range_of_its_jobs() {
+        let suite = "suite: s\ntitle: t\nspec: [x]\ndestructive: true\ncases:\n  - name: c\n    title: t\n    rule: \"r: r\"\n    steps:\n      - use_namespaces: {count: 1, lbads: [4096], blocks: 8}\n      - workload:\n          jobs:\n            - {name: a, ns: 1, lba: 0, blocks: 65536, read: 100, queue_depth: 1}\n            - {name: b, ns: 1, lba: 65536, blocks: 65536, write: 100, queue_depth: 1}\n";
+        let loaded = crate::suite::load_str(suite, std::path::Path::new("s.yaml"), None).unwrap();
+        assert_eq!(blocks_needed(&loaded.cases[0].steps), 131072);
     }
 }

@@ -326,6 +326,12 @@ fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<Job> {
         Some(b) => resolve::blocks(b, e.nsze)?,
         None => e.nsze.saturating_sub(first_lba),
     };
+    if blocks == 0 || first_lba.checked_add(blocks).is_none_or(|end| end > e.nsze) {
+        return Err(StepError::Skip(format!(
+            "job {}: LBAs {first_lba:#x} + {blocks} do not fit NSID {} (NSZE {:#x})",
+            job.name, e.nsid, e.nsze
+        )));
+    }
     let share = |p: &Option<crate::suite::model::Param<u32>>| p.as_ref().map_or(Ok(0), resolve::param);
     let mix = Mix {
         read: share(&job.read)?,
