@@ -43,6 +43,24 @@ pub fn read_text_file(path: &Path) -> io::Result<String> {
     })
 }
 
+/// A size in bytes written as a whole number with an optional binary unit: `4096`,
+/// `512 B`, `4 KiB`, `128MiB`, `1 GiB`, `2 TiB`. `None` when it is not one or does not fit
+/// a u64. (QEMU topologies' namespace sizes, drive claims' block sizes.)
+pub fn parse_size(text: &str) -> Option<u64> {
+    let s = text.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(digits);
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        "TiB" => 40,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(1u64 << shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

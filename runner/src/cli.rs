@@ -19,19 +19,10 @@ use clap::{Args, Parser, Subcommand};
 use crate::run::{self, Repeat, RunError, RunOptions, RunTarget, Selection};
 use crate::safety::SafetyOptions;
 use crate::suite::{self, locate, LoadedSuite};
-use crate::target::TargetSpec;
+use crate::targets::guest;
+use crate::targets::TargetSpec;
 
-/// Nothing failed.
-pub const EXIT_OK: i32 = 0;
-/// A case failed or errored.
-pub const EXIT_FAILED: i32 = 1;
-/// Usage, suite, profile or target-open error, or a fault of the host under the
-/// target: nvtest could not do its job.
-pub const EXIT_USAGE: i32 = 2;
-/// The filters selected no case: nothing ran (as nextest's "no tests to run").
-pub const EXIT_NO_CASES: i32 = 4;
-/// `--timeout` expired (the reports hold the cases that ran).
-pub const EXIT_TIMEOUT: i32 = crate::run::live::EXIT_TIMEOUT;
+pub use crate::exit::{EXIT_FAILED, EXIT_NO_CASES, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE};
 /// Set (to anything but empty or `0`), a run without TARGET is a usage error instead of
 /// a run on the built-in simulated drive: for pipelines whose drive comes from a variable.
 pub const REQUIRE_TARGET_ENV: &str = "NVTEST_REQUIRE_TARGET";
@@ -333,7 +324,7 @@ where
             EXIT_OK
         }
         Some(Command::Targets) => {
-            let _ = write!(std::io::stdout(), "{}", crate::target::catalogue());
+            let _ = write!(std::io::stdout(), "{}", crate::targets::catalogue());
             EXIT_OK
         }
         None => run_suites(cli.run),
@@ -349,10 +340,10 @@ fn run_suites(args: RunArgs) -> i32 {
         }
     };
     let mut targets = args.targets();
-    // A qemu-linux target runs nvtest inside a Linux guest (crate::guest): the guest's
+    // A qemu-linux target runs nvtest inside a Linux guest (crate::targets::guest): the guest's
     // nvtest does the work, this one boots it and brings the results back.
     if args.guest_target().is_some() {
-        return crate::guest::run(&args, &suites);
+        return run_in_guest(&args, &suites);
     }
     if targets.len() > 1 {
         if let Some(t) = targets.iter().find(|t| matches!(t, RunTarget::Spec(TargetSpec::QemuLinux(_)))) {
@@ -379,7 +370,7 @@ fn run_suites(args: RunArgs) -> i32 {
         return EXIT_USAGE;
     }
     if default_target {
-        targets.push(RunTarget::Spec(TargetSpec::SimProfile(crate::target::DEFAULT_SIM_PROFILE.to_string())));
+        targets.push(RunTarget::Spec(TargetSpec::SimProfile(crate::targets::DEFAULT_SIM_PROFILE.to_string())));
     }
     let options = RunOptions {
         targets,
@@ -455,5 +446,99 @@ pub fn load_suites(arguments: &[String], own: Option<&std::path::Path>) -> Resul
         Ok(suites)
     } else {
         Err(errors.join("\n\n"))
+    }
+}
+
+/// Runs the suites of a `qemu-linux` TARGET in the guest; returns the exit status
+/// (the guest nvtest's, or 2 when the guest could not run them).
+fn run_in_guest(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
+    let Some(target) = args.guest_target() else {
+        tell!("error: run_in_guest needs one qemu-linux target");
+        return EXIT_USAGE;
+    };
+    if args.list {
+        let options = RunOptions {
+            targets: vec![target],
+            selection: args.selection(),
+            list: true,
+            format: args.format,
+            ..RunOptions::default()
+        };
+        return match crate::run::list(suites, &options) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                tell!("error: cannot write the list: {e}");
+                EXIT_USAGE
+            }
+            _ => EXIT_OK,
+        };
+    }
+    let request = match guest_request(args, suites) {
+        Ok(r) => r,
+        Err(e) => {
+            tell!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    // SIGINT/SIGTERM: the recipe's process group is stopped and nvtest exits 130 / 143;
+    // QEMU dies with nvtest (PR_SET_PDEATHSIG) and its files are anonymous.
+    if let Err(e) = nvme::transport::qemu::install_interrupt_cleanup() {
+        tell!("error: {e}");
+        return EXIT_USAGE;
+    }
+    match guest::execute(&request) {
+        Ok(outcome) => guest_exit_status(&request, &outcome),
+        Err(e) => {
+            tell!("error: {e}");
+            EXIT_USAGE
+        }
+    }
+}
+
+/// The request the command line makes: its suites, filter, expected findings, safety
+/// options and JUnit path, the timeouts and setup of the environment
+/// (`NVTEST_GUEST_BOOT_TIMEOUT`, `NVTEST_GUEST_TIMEOUT`, `NVTEST_GUEST_SETUP`).
+pub fn guest_request(args: &RunArgs, suites: &[LoadedSuite]) -> Result<guest::GuestRequest, String> {
+    let Some(RunTarget::Spec(TargetSpec::QemuLinux(target))) = args.guest_target() else {
+        return Err("the target is not a qemu-linux target".into());
+    };
+    let mut request = guest::GuestRequest::new(&target, suites.iter().map(|s| s.path.clone()).collect())?;
+    request.filters = args.filters();
+    request.exact = args.exact;
+    request.skip = args.skip.clone();
+    request.expect = match args.expect.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        _ => return Err("a qemu-linux run takes one --expect file".into()),
+    };
+    if args.json.is_some() {
+        return Err(
+            "--json is not available for a qemu-linux target yet: its record stays in the guest; use --junit".into()
+        );
+    }
+    request.seed = args.seed;
+    request.safety = SafetyOptions {
+        allow_destructive: args.allow_destructive,
+        confirm_serial: args.confirm_serial.clone(),
+        preserve: args.preserve,
+    };
+    request.junit = args.junit.clone();
+    request.timeouts = guest::Timeouts::from_env()?;
+    if let Ok(text) = std::env::var("NVTEST_GUEST_SETUP") {
+        request.setup = guest::SetupStep::parse_list(&text).map_err(|e| format!("NVTEST_GUEST_SETUP: {e}"))?;
+    }
+    Ok(request)
+}
+
+/// The host's exit status for a finished guest run; explains what is not nvtest's own.
+fn guest_exit_status(request: &guest::GuestRequest, outcome: &guest::GuestOutcome) -> i32 {
+    match outcome.exit_status {
+        s @ (EXIT_OK | EXIT_FAILED | EXIT_USAGE) => s,
+        other => {
+            tell!(
+                "error: {}: nvtest in the guest ended with status {other} (a crash, not a verdict); its output is above",
+                request.label
+            );
+            EXIT_USAGE
+        }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Data flow (see DESIGN.md): a YAML suite is loaded into [`suite`] types with spans
 //! kept, validated and matrix-expanded into cases; [`run`] turns the cases into
-//! libtest-mimic trials run one at a time on a device opened by [`target`]; each case's
+//! libtest-mimic trials run one at a time on a device opened by [`targets`]; each case's
 //! steps ([`steps`]) send commands through `nvme::device::Device` and judge what comes
 //! back, data by [`data`], queued workloads by [`load`]; outcomes become [`verdict`]s, written by [`report`] as JUnit
 //! and the JSON run record.
@@ -29,8 +29,8 @@ pub mod claims;
 pub mod cli;
 pub mod data;
 pub mod exec;
-pub mod guest;
-pub mod kmsg;
+pub mod exit;
+pub mod identity;
 pub mod load;
 pub mod report;
 pub mod rules;
@@ -38,7 +38,6 @@ pub mod run;
 pub mod safety;
 pub mod steps;
 pub mod suite;
-pub mod target;
-pub mod topology;
+pub mod targets;
 pub mod verdict;
 pub mod yaml_message;

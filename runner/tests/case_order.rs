@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use nvtest::exec::Session;
 use nvtest::suite::{load_file, ExpandedCase};
-use nvtest::target::TargetSpec;
-use nvtest::topology::load_expected;
+use nvtest::targets::expected::load_expected;
+use nvtest::targets::TargetSpec;
 use nvtest::verdict::Verdict;
 
 fn repo() -> PathBuf {

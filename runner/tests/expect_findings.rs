@@ -8,7 +8,7 @@ use nvme_sim::profile::Profile;
 use nvme_sim::subsystem::quirk::Quirk;
 use nvtest::exec::Session;
 use nvtest::suite::load_file;
-use nvtest::topology::parse_expected;
+use nvtest::targets::expected::parse_expected;
 use nvtest::verdict::Verdict;
 
 const FINDINGS: &str = r#"target: "a simulated drive with a known deviation"
@@ -25,7 +25,7 @@ fn case(name: &str) -> nvtest::suite::ExpandedCase {
 }
 
 fn session(profile: Profile) -> Session {
-    let device = nvtest::target::open_sim(profile).unwrap();
+    let device = nvtest::targets::open_sim(profile).unwrap();
     let mut s = Session::with_device("sim:enterprise-1.4".into(), device).unwrap();
     s.expect_findings(parse_expected(FINDINGS, "findings.yaml").unwrap());
     s

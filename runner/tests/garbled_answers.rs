@@ -152,7 +152,7 @@ fn suite(name: &str) -> LoadedSuite {
 
 fn run_garbled(profile: &str, seed: u64, percent: u64) -> Result<(), TestCaseError> {
     let suites = [suite("namespaces"), suite("trim")];
-    let inner = nvtest::target::open_sim(Profile::builtin(profile).unwrap()).unwrap();
+    let inner = nvtest::targets::open_sim(Profile::builtin(profile).unwrap()).unwrap();
     let device = Box::new(Garbling { inner, rng: Schedule::new(seed), percent });
     let opened = catch_unwind(AssertUnwindSafe(|| Session::with_device(format!("garbled:{profile}"), device)))
         .map_err(|_| TestCaseError::fail(format!("opening a session panicked (seed {seed:#x}, {percent} %)")))?;

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use nvtest::cli::{load_suites, Cli};
 use nvtest::exec::Session;
-use nvtest::guest::{self, GuestOutcome, GuestRequest, Timeouts};
 use nvtest::suite::load_file;
-use nvtest::target::{TargetSpec, TopologyRef};
+use nvtest::targets::guest::{self, GuestOutcome, GuestRequest, Timeouts};
+use nvtest::targets::{TargetSpec, TopologyRef};
 use nvtest::verdict::Verdict;
 use quick_xml::events::Event;
 
@@ -302,9 +302,9 @@ fn the_command_line_runs_both_suites_in_the_guest_with_the_lanes_expected_findin
         .chain([expect.display().to_string(), "--junit".into(), junit.display().to_string(), "qemu-linux:ns32".into()]);
     let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{e}"));
     let suites = load_suites(&cli.run.suites, None).unwrap_or_else(|e| panic!("{e}"));
-    // What `nvtest … qemu-linux:ns32` runs (nvtest::guest::run), without echoing the
+    // What `nvtest … qemu-linux:ns32` runs (nvtest::cli::run_in_guest), without echoing the
     // guest's console into cargo's.
-    let mut request = nvtest::guest::request_from_args(&cli.run, &suites).unwrap_or_else(|e| panic!("{e}"));
+    let mut request = nvtest::cli::guest_request(&cli.run, &suites).unwrap_or_else(|e| panic!("{e}"));
     request.echo = false;
     let outcome = guest::execute(&request).unwrap_or_else(|e| panic!("the guest lane failed: {e}"));
     let status = outcome.exit_status;

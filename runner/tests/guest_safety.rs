@@ -23,8 +23,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use nvtest::guest::{self, Checksum, GuestOutcome, GuestRequest, SetupStep};
-use nvtest::target::TopologyRef;
+use nvtest::targets::guest::{self, Checksum, GuestOutcome, GuestRequest, SetupStep};
+use nvtest::targets::TopologyRef;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 

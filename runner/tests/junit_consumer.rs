@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, UNIX_EPOCH};
 
-use nvtest::exec::DeviceIdentity;
+use nvtest::identity::DeviceIdentity;
 use nvtest::report::meta::RunMeta;
 use nvtest::report::{junit, CaseResult, Counts, RunRecord, RunResults};
 use nvtest::suite::SuiteInfo;

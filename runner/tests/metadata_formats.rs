@@ -19,7 +19,7 @@ fn suite(name: &str) -> LoadedSuite {
 
 fn session(profile: Profile) -> Session {
     let name = format!("sim:{}", profile.name);
-    let device = nvtest::target::open_sim(profile).unwrap_or_else(|e| panic!("{e}"));
+    let device = nvtest::targets::open_sim(profile).unwrap_or_else(|e| panic!("{e}"));
     Session::with_device(name, device).unwrap_or_else(|e| panic!("{e}"))
 }
 

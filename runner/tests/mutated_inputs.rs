@@ -13,7 +13,8 @@ use nvme::spec::identify::IdentifyController;
 use nvme::spec::registers::Cap;
 use nvme_sim::{Profile, Subsystem};
 use nvtest::claims::{claims_of_profile, parse_claims, unreported};
-use nvtest::topology::{parse_expected, Topology};
+use nvtest::targets::expected::parse_expected;
+use nvtest::targets::topology::Topology;
 use proptest::prelude::*;
 use zerocopy::FromZeros;
 

@@ -13,8 +13,8 @@ use nvme::spec::log::get_log_page;
 use nvme::spec::namespace::{namespace_attach, namespace_delete, namespace_detach};
 use nvme::spec::{AdminOpcode, Command, Completion, Status};
 use nvme::transport::qemu::{PciAddress, QemuMachine};
-use nvtest::target::{start_qemu, QemuDevice};
-use nvtest::topology::{NamespaceSpec, Topology};
+use nvtest::targets::topology::{NamespaceSpec, Topology};
+use nvtest::targets::{start_qemu, QemuDevice};
 
 fn require_qemu() {
     let binary = Path::new("qemu-system-x86_64");

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use nvtest::exec::Session;
 use nvtest::suite::load_file;
-use nvtest::target::TargetSpec;
-use nvtest::topology::{load_expected, ExpectedFinding, ExpectedVerdict};
+use nvtest::targets::expected::{load_expected, ExpectedFinding, ExpectedVerdict};
+use nvtest::targets::TargetSpec;
 use nvtest::verdict::Verdict;
 
 fn repo() -> PathBuf {

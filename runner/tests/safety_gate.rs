@@ -444,8 +444,8 @@ fn the_recheck_sees_what_started_using_the_drive_after_the_gate() {
 struct Counting(Vec<String>);
 
 impl nvtest::run::CaseRunner for Counting {
-    fn identity(&self) -> nvtest::exec::DeviceIdentity {
-        nvtest::exec::DeviceIdentity::default()
+    fn identity(&self) -> nvtest::identity::DeviceIdentity {
+        nvtest::identity::DeviceIdentity::default()
     }
 
     fn run_case(&mut self, case: &ExpandedCase, _seed: u64) -> nvtest::verdict::CaseOutcome {

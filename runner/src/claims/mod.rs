@@ -443,7 +443,7 @@ struct ProfileWithClaims {
 }
 
 /// A quantity as written: a number (`4096`, `0`) or text with a unit (`4 KiB`,
-/// `120 us`, `500 MB/s`), read by [`parse_size`](crate::topology::parse_size),
+/// `120 us`, `500 MB/s`), read by [`nvme::input::parse_size`],
 /// [`parse_duration`] or [`parse_rate`].
 struct Quantity(String);
 
@@ -526,7 +526,7 @@ impl Checker<'_> {
         let block_bytes = match &q.block {
             None => DEFAULT_BLOCK_BYTES,
             Some(b) => {
-                let bytes = crate::topology::parse_size(&b.value.0).ok_or_else(|| {
+                let bytes = nvme::input::parse_size(&b.value.0).ok_or_else(|| {
                     self.error(
                         &b.referenced,
                         format!(

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::judge::Expectation;
+use super::expectation::Expectation;
 
 /// A run of consecutive blocks with one expectation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,7 +221,7 @@ impl HostMap {
 
 #[cfg(test)]
 mod tests {
-    use super::super::judge::Previous;
+    use super::super::expectation::Previous;
     use super::*;
 
     const GEN1: Expectation = Expectation::Written { generation: 1, seed: 9 };

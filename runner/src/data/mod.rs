@@ -6,6 +6,8 @@
 //! - [`map`]: [`HostMap`], per namespace a [`NamespaceMap`] of LBA ranges, each
 //!   [`Expectation::Written`] (generation, seed), `Deallocated` (with what the blocks held
 //!   before, [`Previous`]), `Zeroes` or `Unknown`.
+//! - [`expectation`]: [`Expectation`] and [`Previous`], what the map records and the
+//!   judgement checks against.
 //! - [`judge`]: [`judge_block`] and [`judge_range`] compare exactly and, on a mismatch,
 //!   say what the block holds instead ([`Mismatch`], one sentence via `Display`).
 //!
@@ -65,6 +67,7 @@
 //! deallocated blocks that kept their data ([`Judged::kept`]) so that a case can note it.
 
 pub mod block;
+pub mod expectation;
 pub mod judge;
 pub mod map;
 mod wide;
@@ -73,7 +76,6 @@ mod wide;
 mod properties;
 
 pub use block::{decode_header, fill_block, fill_blocks, BlockSize, BlockTag, LayoutError, HEADER_LEN, MAGIC};
-pub use judge::{
-    judge_block, judge_range, DeallocatedRead, Expectation, Found, JudgeError, Judged, Mismatch, Previous, Rest,
-};
+pub use expectation::{Expectation, Previous};
+pub use judge::{judge_block, judge_range, DeallocatedRead, Found, JudgeError, Judged, Mismatch, Rest};
 pub use map::{HostMap, NamespaceMap, Segment, Segments};

@@ -29,7 +29,8 @@ use nvme::spec::Status;
 use super::figures::{new_histogram, JobFigures, Latency, OpFigures};
 use super::job::{Draws, End, Job, Op, Pattern, Rate, Workload};
 use super::journal::{Journal, WriteRecord};
-use crate::data::judge::{judge_block, judge_range, Expectation, JudgeError, Mismatch};
+use crate::data::judge::{judge_block, judge_range, JudgeError, Mismatch};
+use crate::data::Expectation;
 use crate::data::{fill_blocks, BlockSize, BlockTag, HostMap, Segment};
 
 /// The most wrong reads and failed commands kept with their details.

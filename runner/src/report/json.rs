@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::meta::{rfc3339, InputFile};
 use super::{CaseResult, Counts, RunRecord, RunResults};
-use crate::exec::DeviceIdentity;
+use crate::identity::DeviceIdentity;
 use crate::verdict::{Failure, Verdict};
 
 /// The record's schema version: raised when a field changes meaning or goes away (new

@@ -200,7 +200,7 @@ fn system_out(outcome: &CaseOutcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::DeviceIdentity;
+    use crate::identity::DeviceIdentity;
     use crate::report::meta::RunMeta;
     use crate::report::Counts;
     use crate::suite::SuiteInfo;

@@ -8,7 +8,7 @@ pub mod meta;
 
 use std::time::{Duration, SystemTime};
 
-use crate::exec::DeviceIdentity;
+use crate::identity::DeviceIdentity;
 use crate::suite::{LoadedSuite, SuiteInfo};
 use crate::verdict::{CaseOutcome, Verdict};
 

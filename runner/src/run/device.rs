@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::live::Live;
 use super::CaseRunner;
-use crate::exec::DeviceIdentity;
+use crate::identity::DeviceIdentity;
 use crate::report::CaseResult;
 use crate::suite::ExpandedCase;
 use crate::verdict::{CaseOutcome, Verdict};

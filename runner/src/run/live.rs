@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::exec::DeviceIdentity;
+use crate::identity::DeviceIdentity;
 use crate::report::meta::RunMeta;
 use crate::report::{json, junit, CaseResult, RunRecord, RunResults};
 use crate::suite::SuiteInfo;

@@ -21,13 +21,14 @@ use std::time::Duration;
 
 use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
 
-use crate::exec::{DeviceIdentity, Session};
+use crate::exec::Session;
+use crate::identity::DeviceIdentity;
 use crate::report::meta::{InputFile, RunMeta};
 use crate::report::{junit, CaseResult, RunRecord, RunResults};
 use crate::safety::{self, SafetyOptions};
 use crate::suite::{ExpandedCase, LoadedSuite, SuiteInfo};
-use crate::target::TargetSpec;
-use crate::topology::ExpectedFinding;
+use crate::targets::expected::ExpectedFinding;
+use crate::targets::TargetSpec;
 use crate::verdict::{CaseOutcome, Verdict};
 use device::{error_outcome, panic_text, Opener};
 use live::Live;
@@ -255,14 +256,14 @@ impl<R: CaseRunner> CaseRunner for Rechecked<R> {
     }
 }
 
-/// A runner on a drive of the Linux driver whose kernel log is read ([`crate::kmsg`]):
+/// A runner on a drive of the Linux driver whose kernel log is read ([`crate::targets::kmsg`]):
 /// the run's start is marked in /dev/kmsg; after each case the kernel's lines about the
 /// controller since the case began go into the case's log (so into the reports) when
 /// the case did not pass, and those flagged as a timeout, a reset or a removal always,
 /// as blktests keeps dmesg.
 pub struct KernelLogged<R> {
     inner: R,
-    log: Option<crate::kmsg::KernelLog>,
+    log: Option<crate::targets::kmsg::KernelLog>,
     /// Why the kernel log is not read, or where it is read from.
     note: String,
 }
@@ -271,7 +272,7 @@ impl<R> KernelLogged<R> {
     /// Opens the kernel log at `kmsg` for `controller` and marks the run's start; a log
     /// that cannot be opened or marked (not root, a container) leaves a note instead.
     pub fn new(inner: R, kmsg: &std::path::Path, controller: &str, label: &str) -> Self {
-        let opened = crate::kmsg::KernelLog::open(kmsg, controller).and_then(|mut log| {
+        let opened = crate::targets::kmsg::KernelLog::open(kmsg, controller).and_then(|mut log| {
             let text = format!("run of {label} starts (pid {})", std::process::id());
             log.mark(&text).map(|seq| (log, seq))
         });
@@ -518,7 +519,7 @@ fn check_targets(options: &RunOptions) -> Result<(), RunError> {
 fn load_findings(options: &RunOptions) -> Result<Vec<ExpectedFinding>, RunError> {
     let mut all = Vec::new();
     for path in &options.expect {
-        let findings = crate::topology::load_expected(path).map_err(RunError::Target)?;
+        let findings = crate::targets::expected::load_expected(path).map_err(RunError::Target)?;
         if options.targets.len() > 1 && findings.iter().any(|f| f.file_scope.is_empty()) {
             return Err(RunError::Usage(format!(
                 "{}: a run of several targets needs to know which of them the findings describe: add \
@@ -570,7 +571,7 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
         let claims = match (&given_claims, target) {
             (Some(c), _) => Some(c.clone()),
             (None, RunTarget::Spec(spec)) => {
-                crate::target::profile_claims(spec).map_err(RunError::Target)?.map(std::sync::Arc::new)
+                crate::targets::profile_claims(spec).map_err(RunError::Target)?.map(std::sync::Arc::new)
             }
             (None, RunTarget::Kernel(_)) => None,
         };

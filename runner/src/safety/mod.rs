@@ -42,7 +42,7 @@ use nvme::device::Device;
 use nvme::linux::sysfs::{self, ControllerInfo};
 use nvme::linux::{Host, LinuxDevice, Options};
 
-use crate::exec::DeviceIdentity;
+use crate::identity::DeviceIdentity;
 use crate::suite::{ExpandedCase, LoadedSuite};
 
 /// The opt-ins and restraints of the command line.

@@ -13,7 +13,8 @@ use super::facts::format_settings;
 use super::readback;
 use super::resolve::{self, param, NsTarget};
 use super::{CaseContext, StepError, StepResult};
-use crate::data::judge::{DeallocatedRead, Expectation};
+use crate::data::judge::DeallocatedRead;
+use crate::data::Expectation;
 use crate::rules;
 use crate::suite::model::{Blocks, BlocksName, Expect, Lba, LbaName, NsRef, Param};
 

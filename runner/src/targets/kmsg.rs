@@ -4,7 +4,7 @@
 //! blktests keeps the kernel log of a test).
 //!
 //! ```no_run
-//! use nvtest::kmsg::KernelLog;
+//! use nvtest::targets::kmsg::KernelLog;
 //! # fn main() -> Result<(), String> {
 //! let mut log = KernelLog::open("/dev/kmsg".as_ref(), "nvme0")?; // Err: one line, a note
 //! log.mark("run started")?;           // "nvtest: run started" in the kernel log

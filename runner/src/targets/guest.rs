@@ -53,12 +53,11 @@ use std::time::{Duration, Instant};
 
 use nix::libc;
 
-use crate::cli::{RunArgs, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-use crate::run::{RunOptions, RunTarget};
+use super::expected::{load_expected, ExpectedFinding, ExpectedVerdict};
+use super::spec::TopologyRef;
+use super::topology::Topology;
+use crate::exit::{EXIT_OK, EXIT_USAGE};
 use crate::safety::SafetyOptions;
-use crate::suite::LoadedSuite;
-use crate::target::{TargetSpec, TopologyRef};
-use crate::topology::{load_expected, ExpectedFinding, ExpectedVerdict, Topology};
 use nvme::transport::qemu::DiskAio;
 
 /// Where the run's files are inside the guest.
@@ -306,103 +305,6 @@ impl std::error::Error for GuestError {}
 
 fn error(text: impl Into<String>) -> GuestError {
     GuestError(text.into())
-}
-
-// ---------------------------------------------------------------------------------
-// The command line's entry point.
-
-/// Runs the suites of a `qemu-linux` TARGET in the guest; returns the exit status
-/// (the guest nvtest's, or 2 when the guest could not run them).
-pub fn run(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
-    let Some(target) = args.guest_target() else {
-        tell!("error: guest::run needs one qemu-linux target");
-        return EXIT_USAGE;
-    };
-    if args.list {
-        let options = RunOptions {
-            targets: vec![target],
-            selection: args.selection(),
-            list: true,
-            format: args.format,
-            ..RunOptions::default()
-        };
-        return match crate::run::list(suites, &options) {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                tell!("error: cannot write the list: {e}");
-                EXIT_USAGE
-            }
-            _ => EXIT_OK,
-        };
-    }
-    let request = match request_from_args(args, suites) {
-        Ok(r) => r,
-        Err(e) => {
-            tell!("error: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    // SIGINT/SIGTERM: the recipe's process group is stopped and nvtest exits 130 / 143;
-    // QEMU dies with nvtest (PR_SET_PDEATHSIG) and its files are anonymous.
-    if let Err(e) = nvme::transport::qemu::install_interrupt_cleanup() {
-        tell!("error: {e}");
-        return EXIT_USAGE;
-    }
-    match execute(&request) {
-        Ok(outcome) => exit_status(&request, &outcome),
-        Err(e) => {
-            tell!("error: {e}");
-            EXIT_USAGE
-        }
-    }
-}
-
-/// The request the command line makes: its suites, filter, expected findings, safety
-/// options and JUnit path, the timeouts and setup of the environment
-/// (`NVTEST_GUEST_BOOT_TIMEOUT`, `NVTEST_GUEST_TIMEOUT`, `NVTEST_GUEST_SETUP`).
-pub fn request_from_args(args: &RunArgs, suites: &[LoadedSuite]) -> Result<GuestRequest, String> {
-    let Some(RunTarget::Spec(TargetSpec::QemuLinux(target))) = args.guest_target() else {
-        return Err("the target is not a qemu-linux target".into());
-    };
-    let mut request = GuestRequest::new(&target, suites.iter().map(|s| s.path.clone()).collect())?;
-    request.filters = args.filters();
-    request.exact = args.exact;
-    request.skip = args.skip.clone();
-    request.expect = match args.expect.as_slice() {
-        [] => None,
-        [one] => Some(one.clone()),
-        _ => return Err("a qemu-linux run takes one --expect file".into()),
-    };
-    if args.json.is_some() {
-        return Err(
-            "--json is not available for a qemu-linux target yet: its record stays in the guest; use --junit".into()
-        );
-    }
-    request.seed = args.seed;
-    request.safety = SafetyOptions {
-        allow_destructive: args.allow_destructive,
-        confirm_serial: args.confirm_serial.clone(),
-        preserve: args.preserve,
-    };
-    request.junit = args.junit.clone();
-    request.timeouts = Timeouts::from_env()?;
-    if let Ok(text) = std::env::var("NVTEST_GUEST_SETUP") {
-        request.setup = SetupStep::parse_list(&text).map_err(|e| format!("NVTEST_GUEST_SETUP: {e}"))?;
-    }
-    Ok(request)
-}
-
-/// The host's exit status for a finished guest run; explains what is not nvtest's own.
-fn exit_status(request: &GuestRequest, outcome: &GuestOutcome) -> i32 {
-    match outcome.exit_status {
-        s @ (EXIT_OK | EXIT_FAILED | EXIT_USAGE) => s,
-        other => {
-            tell!(
-                "error: {}: nvtest in the guest ended with status {other} (a crash, not a verdict); its output is above",
-                request.label
-            );
-            EXIT_USAGE
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+//! QEMU as a target (`qemu:TOPOLOGY`, `qemu:PATH.yaml`): the machine started with a
+//! topology, its first controller behind nvtest's own host driver, and the device that
+//! owns the machine (so dropping it stops QEMU and removes its files).
+
+use nvme::device::{Access, Data, Device, DeviceError, HostFault, Registers};
+use nvme::driver::{Controller, Options};
+use nvme::spec::{Command, Completion};
+use nvme::transport::qemu::QemuMachine;
+
+use super::topology::Topology;
+
+/// Starts QEMU with `topology` and brings its first controller up behind nvtest's own
+/// host driver. The device owns the machine: dropping it shuts the controller down,
+/// stops QEMU and removes its files.
+pub fn open_qemu(topology: &Topology) -> Result<Box<dyn Device>, String> {
+    Ok(Box::new(start_qemu(topology)?))
+}
+
+/// [`open_qemu`] with the concrete type, for callers that also need the machine
+/// (QMP, hot-plug, the process and files to check after a run).
+pub fn start_qemu(topology: &Topology) -> Result<QemuDevice, String> {
+    let name = &topology.name;
+    let machine = QemuMachine::start(topology.qemu_config()).map_err(|e| format!("qemu:{name}: {e}"))?;
+    let addresses = topology.controller_addresses(&machine).map_err(|e| format!("qemu:{name}: {e}"))?;
+    let (id, address) =
+        addresses.first().cloned().ok_or_else(|| format!("qemu:{name}: the topology has no controller"))?;
+    if !machine.controllers().contains(&address) {
+        let found: Vec<String> = machine.controllers().iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "qemu:{name}: controller {id} is not at {address}; NVMe functions found: {}",
+            if found.is_empty() { "none".to_string() } else { found.join(", ") }
+        ));
+    }
+    let transport = machine.transport(address).map_err(|e| format!("qemu:{name}: controller {id}: {e}"))?;
+    let controller = Controller::new(Box::new(transport), Options::default())
+        .map_err(|e| format!("qemu:{name}: controller {id} at {address}: bring-up: {e}"))?;
+    Ok(QemuDevice { controller, machine, stderr_seen: 0 })
+}
+
+/// A controller of a QEMU machine, owning the machine. Fields drop in order: the
+/// controller is shut down while QEMU still runs, then QEMU is stopped.
+pub struct QemuDevice {
+    controller: Controller,
+    machine: QemuMachine,
+    /// Lines of QEMU's stderr already handed out by `take_diagnostics`.
+    stderr_seen: u64,
+}
+
+impl QemuDevice {
+    /// The running machine (QMP, configuration space, hot-plug).
+    pub fn machine(&self) -> &QemuMachine {
+        &self.machine
+    }
+}
+
+impl Device for QemuDevice {
+    fn describe(&self) -> String {
+        self.controller.describe()
+    }
+
+    fn access(&self) -> Access {
+        self.controller.access()
+    }
+
+    fn admin(&mut self, cmd: Command, data: Data<'_>) -> Result<Completion, DeviceError> {
+        self.controller.admin(cmd, data)
+    }
+
+    fn io(&mut self, qid: u16, cmd: Command, data: Data<'_>, metadata: Data<'_>) -> Result<Completion, DeviceError> {
+        self.controller.io(qid, cmd, data, metadata)
+    }
+
+    fn io_queues(&self) -> Vec<u16> {
+        self.controller.io_queues()
+    }
+
+    fn arm_async_events(&mut self, count: u16) -> Result<(), DeviceError> {
+        self.controller.arm_async_events(count)
+    }
+
+    fn take_async_events(&mut self) -> Result<Vec<Completion>, DeviceError> {
+        self.controller.take_async_events()
+    }
+
+    fn namespaces_changed(&mut self) -> Result<(), DeviceError> {
+        self.controller.namespaces_changed()
+    }
+
+    fn command_timeout_ms(&self) -> u64 {
+        self.controller.command_timeout_ms()
+    }
+
+    fn registers(&mut self) -> Option<&mut dyn Registers> {
+        self.controller.registers()
+    }
+
+    fn recover(&mut self) -> Result<(), DeviceError> {
+        self.controller.recover()
+    }
+
+    fn controller_reset(&mut self) -> Result<(), DeviceError> {
+        self.controller.controller_reset()
+    }
+
+    fn queued_io(
+        &mut self,
+        queues: &[nvme::queued::QueueSpec],
+    ) -> Result<Box<dyn nvme::queued::QueuedIo + '_>, DeviceError> {
+        self.controller.queued_io(queues)
+    }
+
+    fn select_arbitration(&mut self, mechanism: nvme::driver::ArbitrationMechanism) -> Result<(), DeviceError> {
+        self.controller.select_arbitration(mechanism)
+    }
+
+    /// What QEMU wrote to its stderr since the last call (warnings, assertion failures,
+    /// failed I/O on its images).
+    fn take_diagnostics(&mut self) -> Vec<String> {
+        let lines = self.machine.stderr_since(&mut self.stderr_seen);
+        lines.into_iter().filter(|l| !l.trim().is_empty()).map(|l| format!("QEMU: {l}")).collect()
+    }
+
+    /// QEMU's I/O errors on its disk images and images gone since the last call
+    /// ([`QemuMachine::host_faults`], which reads stderr with a cursor of its own).
+    fn host_faults(&mut self) -> Vec<HostFault> {
+        self.machine.host_faults()
+    }
+}
