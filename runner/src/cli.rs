@@ -516,6 +516,7 @@ pub fn guest_request(args: &RunArgs, suites: &[LoadedSuite]) -> Result<guest::Gu
         );
     }
     request.seed = args.seed;
+    request.claims = args.claims.clone();
     request.safety = SafetyOptions {
         allow_destructive: args.allow_destructive,
         confirm_serial: args.confirm_serial.clone(),

@@ -25,6 +25,17 @@ fn figures(record: &Path) -> Vec<(String, f64)> {
     out
 }
 
+/// The `sim:PATH` target of enterprise-1.4's profile with `from` replaced by `to`, written
+/// into `dir`.
+fn changed_profile(dir: &Path, from: &str, to: &str) -> String {
+    let profile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sim/enterprise-1.4.yaml"))
+        .unwrap()
+        .replace(from, to);
+    let path = dir.join("changed.yaml");
+    std::fs::write(&path, profile).unwrap();
+    format!("sim:{}", path.display())
+}
+
 #[test]
 fn the_same_seed_gives_the_same_figures_on_the_simulated_drive() {
     let dir = tempfile::tempdir().unwrap();
@@ -80,12 +91,7 @@ fn both_suites_pass_on_the_1_4_drive_and_the_1_2a_drive_skips_weighted_round_rob
 #[test]
 fn a_drive_whose_reads_return_the_previous_generation_fails_the_workload_naming_the_read() {
     let dir = tempfile::tempdir().unwrap();
-    let profile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sim/enterprise-1.4.yaml"))
-        .unwrap()
-        .replace("quirks: []", "quirks: [stale-read-after-write]");
-    let path = dir.path().join("stale.yaml");
-    std::fs::write(&path, profile).unwrap();
-    let target = format!("sim:{}", path.display());
+    let target = changed_profile(dir.path(), "quirks: []", "quirks: [stale-read-after-write]");
     let out = nvtest(&["--suite", "qos", "--filter", "baseline", &target]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
@@ -98,14 +104,46 @@ fn a_drive_whose_reads_return_the_previous_generation_fails_the_workload_naming_
 #[test]
 fn shares_on_a_drive_that_never_lets_commands_wait_are_a_warning_not_a_failure() {
     let dir = tempfile::tempdir().unwrap();
-    let profile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sim/enterprise-1.4.yaml"))
-        .unwrap()
-        .replace("slots: 256 ", "slots: 65536 ");
-    let path = dir.path().join("wide.yaml");
-    std::fs::write(&path, profile).unwrap();
-    let target = format!("sim:{}", path.display());
+    let target = changed_profile(dir.path(), "slots: 256 ", "slots: 65536 ");
     let out = nvtest(&["--suite", "arbitration", "--filter", "weighted-shares", &target]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("warnings (advisory cases") && stdout.contains("§4.13.2"), "{stdout}");
+}
+
+/// Arbitration Burst is the most commands a controller may launch from one submission
+/// queue at a time (NVMe 1.4 §5.21.1.1, "may"): a drive that launches one per turn
+/// whatever AB says breaks no rule, and the arbitration suite passes it.
+#[test]
+fn a_drive_that_launches_one_command_per_turn_passes_arbitration() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = changed_profile(dir.path(), "quirks: []", "quirks: [arbitration-burst-ignored]");
+    let out = nvtest(&["--suite", "arbitration", &target]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("5 passed; 0 failed; 0 ignored"), "{stdout}");
+    assert!(!stdout.contains("warnings (advisory cases"), "{stdout}");
+}
+
+/// A claims file that promises what the controller does not report (the PBlaze5 916's
+/// crypto erase and dual port, on the simulated drive whose FNA and CMIC report neither)
+/// fails the claims case citing the claim's file:line:col and the field; the drive's own
+/// profile claims nothing it lacks and passes.
+#[test]
+fn a_claimed_capability_the_controller_does_not_report_fails_citing_the_claim() {
+    let claims = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/claims/pblaze5-916.yaml");
+    let out = nvtest(&["--suite", "claims", "--claims", claims, "sim"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    for wanted in [
+        &format!("claim {claims}:19:15 (crypto_erase: true)") as &str,
+        "FNA bit 2 (Cryptographic Erase Supported)",
+        "CMIC 00h: bit 0 cleared",
+        "a claim, not a rule of the specification",
+    ] {
+        assert!(stdout.contains(wanted), "`{wanted}` missing from\n{stdout}");
+    }
+    let out = nvtest(&["--suite", "claims", "--show-output", "sim"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("every capability fixtures/sim/enterprise-1.4.yaml claims"), "{stdout}");
 }

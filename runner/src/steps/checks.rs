@@ -36,6 +36,7 @@ pub fn run(ctx: &mut CaseContext<'_>, name: CheckName) -> StepResult {
         CheckName::WeightedRoundRobinShares => super::arbitration::run(ctx, super::arbitration::Check::WeightedShares),
         CheckName::UrgentPriorityFirst => super::arbitration::run(ctx, super::arbitration::Check::UrgentFirst),
         CheckName::RoundRobinShares => super::arbitration::run(ctx, super::arbitration::Check::RoundRobinShares),
+        CheckName::ClaimedCapabilities => super::claimed::claimed_capabilities(ctx),
     }
 }
 

@@ -15,6 +15,7 @@
 
 pub mod arbitration;
 pub mod checks;
+mod claimed;
 pub mod events;
 pub mod extent;
 pub mod facts;

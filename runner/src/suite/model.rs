@@ -388,6 +388,10 @@ pub enum CheckName {
     UrgentPriorityFirst,
     /// Under round robin, queues kept equally full get equal shares (advisory).
     RoundRobinShares,
+    /// Every capability the drive's claims promise (crypto erase, namespaces, firmware
+    /// activation without reset, dual port, weighted round robin) is one Identify
+    /// Controller (and CAP) reports; without claims there is nothing to judge.
+    ClaimedCapabilities,
 }
 
 /// One step of a case.

@@ -213,6 +213,10 @@ pub struct GuestRequest {
     /// `--skip` texts: cases whose name contains one are left out.
     pub skip: Vec<String>,
     pub expect: Option<PathBuf>,
+    /// `--claims`: checked on the host, then handed to the guest's nvtest (whose
+    /// citations name the file in the guest, `/run/nvtest/claims-NAME`, at the same
+    /// line and column as the host's file).
+    pub claims: Option<PathBuf>,
     pub safety: SafetyOptions,
     /// Where the JUnit report goes on the host.
     pub junit: Option<PathBuf>,
@@ -238,6 +242,7 @@ impl GuestRequest {
             seed: None,
             skip: Vec::new(),
             expect: None,
+            claims: None,
             safety: SafetyOptions::default(),
             junit: None,
             setup: Vec::new(),
@@ -454,6 +459,15 @@ fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
         let text = translated_findings(request, path, &findings);
         files.push(("expect.yaml".into(), text.into_bytes()));
         args.extend(["--expect".to_string(), format!("{GUEST_DIR}/expect.yaml")]);
+    }
+    if let Some(path) = &request.claims {
+        crate::claims::load_claims(path).map_err(|e| error(e.to_string()))?;
+        let text =
+            std::fs::read(path).map_err(|e| error(format!("{}: cannot read the claims: {e}", path.display())))?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "claims.yaml".into());
+        let rel = format!("claims-{name}");
+        args.extend(["--claims".to_string(), format!("{GUEST_DIR}/{rel}")]);
+        files.push((rel, text));
     }
     let safety = &request.safety;
     let mut note = None;
