@@ -65,12 +65,14 @@ done
 log "nvtest on QEMU's NVMe controller (known QEMU deviations in fixtures/qemu/expected.yaml)"
 for topology in ns32 dual; do
   target/release/nvtest --suite namespaces --suite trim --suite qos --suite arbitration --suite claims \
-    --expect fixtures/qemu/expected.yaml --junit "reports/qemu-$topology.xml" "qemu:$topology"
+    --expect fixtures/qemu/expected.yaml --junit "reports/qemu-$topology.xml" --json "reports/qemu-$topology.json" \
+    "qemu:$topology"
 done
 log "nvtest on three targets at once, one JUnit report and one JSON record (reports/all.*)"
 target/release/nvtest --suite namespaces --suite trim --json reports/all.json --junit reports/all.xml \
   sim sim:enterprise-1.2a qemu:ns32 --expect fixtures/qemu/expected.yaml
 log "nvtest in a Linux guest on QEMU, through the kernel's NVMe driver (fixtures/guest/expected.yaml)"
 target/release/nvtest --suite namespaces --suite trim --suite qos --suite arbitration --suite claims \
-  --expect fixtures/guest/expected.yaml --junit reports/qemu-linux-ns32.xml qemu-linux:ns32
+  --expect fixtures/guest/expected.yaml --junit reports/qemu-linux-ns32.xml --json reports/qemu-linux-ns32.json \
+  qemu-linux:ns32
 log "all tests passed"

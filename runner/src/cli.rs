@@ -510,11 +510,6 @@ pub fn guest_request(args: &RunArgs, suites: &[LoadedSuite]) -> Result<guest::Gu
         [one] => Some(one.clone()),
         _ => return Err("a qemu-linux run takes one --expect file".into()),
     };
-    if args.json.is_some() {
-        return Err(
-            "--json is not available for a qemu-linux target yet: its record stays in the guest; use --junit".into()
-        );
-    }
     request.seed = args.seed;
     request.claims = args.claims.clone();
     request.safety = SafetyOptions {
@@ -523,6 +518,7 @@ pub fn guest_request(args: &RunArgs, suites: &[LoadedSuite]) -> Result<guest::Gu
         preserve: args.preserve,
     };
     request.junit = args.junit.clone();
+    request.json = args.json.clone();
     request.timeouts = guest::Timeouts::from_env()?;
     if let Ok(text) = std::env::var("NVTEST_GUEST_SETUP") {
         request.setup = guest::SetupStep::parse_list(&text).map_err(|e| format!("NVTEST_GUEST_SETUP: {e}"))?;

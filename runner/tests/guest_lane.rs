@@ -295,11 +295,17 @@ fn the_command_line_runs_both_suites_in_the_guest_with_the_lanes_expected_findin
     let _one = lock();
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("reports").join("qemu-linux-ns32.xml");
+    let json = dir.path().join("record").join("qemu-linux-ns32.json");
     let expect = repo().join("fixtures").join("guest").join("expected.yaml");
-    let args = ["nvtest", "--suite", "namespaces", "--suite", "trim", "--expect"]
-        .into_iter()
-        .map(String::from)
-        .chain([expect.display().to_string(), "--junit".into(), junit.display().to_string(), "qemu-linux:ns32".into()]);
+    let args =
+        ["nvtest", "--suite", "namespaces", "--suite", "trim", "--expect"].into_iter().map(String::from).chain([
+            expect.display().to_string(),
+            "--junit".into(),
+            junit.display().to_string(),
+            "--json".into(),
+            json.display().to_string(),
+            "qemu-linux:ns32".into(),
+        ]);
     let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{e}"));
     let suites = load_suites(&cli.run.suites, None).unwrap_or_else(|e| panic!("{e}"));
     // What `nvtest … qemu-linux:ns32` runs (nvtest::cli::run_in_guest), without echoing the
@@ -311,6 +317,12 @@ fn the_command_line_runs_both_suites_in_the_guest_with_the_lanes_expected_findin
     let xml = std::fs::read_to_string(&junit).unwrap_or_else(|e| panic!("no JUnit at {}: {e}", junit.display()));
     assert_eq!(outcome.junit.as_deref(), Some(xml.as_str()), "the JUnit at --junit is the guest's");
     let verdicts = junit_verdicts(&xml);
+    // The guest nvtest's JSON record comes back beside its JUnit, with every case.
+    let record = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("no JSON record at {}: {e}", json.display()));
+    assert_eq!(outcome.json.as_deref(), Some(record.as_str()), "the record at --json is the guest's");
+    let record: serde_json::Value = serde_json::from_str(&record).unwrap_or_else(|e| panic!("{e}"));
+    let cases = record["targets"][0]["cases"].as_array().map_or(0, Vec::len);
+    assert_eq!(cases, verdicts.len(), "the JSON record and the JUnit report hold different cases");
     assert!(verdicts.keys().any(|c| c.starts_with("namespaces::")) && verdicts.keys().any(|c| c.starts_with("trim::")));
     let not_ok: Vec<(&String, &Kind)> =
         verdicts.iter().filter(|(_, (k, _))| matches!(k, Kind::Fail | Kind::Error)).map(|(c, (k, _))| (c, k)).collect();

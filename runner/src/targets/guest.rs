@@ -220,6 +220,9 @@ pub struct GuestRequest {
     pub safety: SafetyOptions,
     /// Where the JUnit report goes on the host.
     pub junit: Option<PathBuf>,
+    /// Where the JSON run record goes on the host (the guest nvtest's record: its
+    /// target is the guest's `/dev/nvmeN`).
+    pub json: Option<PathBuf>,
     pub setup: Vec<SetupStep>,
     pub timeouts: Timeouts,
     /// Print progress and the guest nvtest's console on stdout as they come.
@@ -245,6 +248,7 @@ impl GuestRequest {
             claims: None,
             safety: SafetyOptions::default(),
             junit: None,
+            json: None,
             setup: Vec::new(),
             timeouts: Timeouts::default(),
             echo: true,
@@ -286,6 +290,8 @@ pub struct GuestOutcome {
     pub stages: Vec<String>,
     /// The JUnit report the guest wrote.
     pub junit: Option<String>,
+    /// The JSON record it wrote, when `--json` was asked for.
+    pub json: Option<String>,
     pub checksums: Vec<Checksum>,
     pub kernel_log: Vec<String>,
     /// The arguments nvtest got in the guest (before the controller node).
@@ -441,7 +447,10 @@ fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
         args.extend(["--suite".to_string(), format!("{GUEST_DIR}/{rel}")]);
         files.push((rel, text));
     }
-    args.extend(["--junit".to_string(), format!("{GUEST_DIR}/junit.xml")]);
+    args.extend(["--junit".to_string(), Report::Junit.guest_path()]);
+    if request.json.is_some() {
+        args.extend(["--json".to_string(), Report::Json.guest_path()]);
+    }
     for filter in &request.filters {
         args.extend(["--filter".to_string(), filter.clone()]);
     }
@@ -806,8 +815,50 @@ enum Phase {
     Run,
     /// After nvtest: checksums, the report, the kernel log, `DONE`.
     After,
-    Junit,
+    /// The base64 lines of a report file (`JUNIT-BEGIN` / `JSON-BEGIN` to its `-END`).
+    Report(Report),
     Dmesg,
+}
+
+/// The files nvtest writes in the guest that come back to the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Report {
+    Junit,
+    Json,
+}
+
+impl Report {
+    const ALL: [Report; 2] = [Report::Junit, Report::Json];
+
+    /// Its name in the init's markers (`JUNIT-BEGIN`) and in messages.
+    fn marker(self) -> &'static str {
+        match self {
+            Report::Junit => "JUNIT",
+            Report::Json => "JSON",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Report::Junit => "JUnit report",
+            Report::Json => "JSON record",
+        }
+    }
+
+    /// Where nvtest in the guest writes it.
+    fn guest_path(self) -> String {
+        match self {
+            Report::Junit => format!("{GUEST_DIR}/junit.xml"),
+            Report::Json => format!("{GUEST_DIR}/record.json"),
+        }
+    }
+}
+
+/// One report's base64 text as it arrives, and the length the init announced.
+#[derive(Default)]
+struct Incoming {
+    base64: String,
+    len: Option<usize>,
 }
 
 /// What a console line meant for the run.
@@ -825,29 +876,31 @@ enum Flow {
 struct Transcript {
     phase: Phase,
     echo: bool,
-    /// Where the host writes the JUnit report (for the report line nvtest prints).
+    /// Where the host writes the JUnit report and the JSON record (for the report lines
+    /// nvtest prints).
     junit_path: Option<PathBuf>,
+    json_path: Option<PathBuf>,
     /// The last lines, for error messages.
     tail: VecDeque<String>,
     outcome: GuestOutcome,
     exit_status: Option<i32>,
-    junit_base64: String,
-    junit_len: Option<usize>,
+    /// The reports arriving, in [`Report::ALL`] order.
+    incoming: [Incoming; 2],
     fatal: Option<String>,
     run_started: Option<Instant>,
 }
 
 impl Transcript {
-    fn new(echo: bool, junit_path: Option<PathBuf>) -> Transcript {
+    fn new(echo: bool, junit_path: Option<PathBuf>, json_path: Option<PathBuf>) -> Transcript {
         Transcript {
             phase: Phase::Boot,
             echo,
             junit_path,
+            json_path,
             tail: VecDeque::new(),
             outcome: GuestOutcome::default(),
             exit_status: None,
-            junit_base64: String::new(),
-            junit_len: None,
+            incoming: Default::default(),
             fatal: None,
             run_started: None,
         }
@@ -866,8 +919,8 @@ impl Transcript {
         self.tail.push_back(line.clone());
         let marker = line.strip_prefix(MARK);
         match (self.phase, marker) {
-            (Phase::Junit, Some("JUNIT-END")) => self.phase = Phase::After,
-            (Phase::Junit, _) => self.junit_base64.push_str(line.trim()),
+            (Phase::Report(r), Some(m)) if m.strip_suffix("-END") == Some(r.marker()) => self.phase = Phase::After,
+            (Phase::Report(r), _) => self.incoming[r as usize].base64.push_str(line.trim()),
             (Phase::Dmesg, Some("DMESG-END")) => {
                 if self.fatal.is_some() {
                     return Flow::Fatal;
@@ -881,7 +934,7 @@ impl Transcript {
                 self.phase = Phase::After;
             }
             (Phase::Run, _) => {
-                let line = rewrite_report_line(&line, self.junit_path.as_deref());
+                let line = rewrite_report_line(&line, self.junit_path.as_deref(), self.json_path.as_deref());
                 self.show(&line);
                 self.outcome.console.push(line);
             }
@@ -906,9 +959,11 @@ impl Transcript {
                 self.run_started = Some(Instant::now());
                 self.phase = Phase::Run;
             }
-            (Phase::After, Some(m)) if m.starts_with("JUNIT-BEGIN ") => {
-                self.junit_len = m.split_whitespace().nth(2).and_then(|n| n.parse().ok());
-                self.phase = Phase::Junit;
+            (Phase::After, Some(m)) if Report::ALL.iter().any(|r| m.starts_with(&format!("{}-BEGIN ", r.marker()))) => {
+                let report = Report::ALL.into_iter().find(|r| m.starts_with(&format!("{}-BEGIN ", r.marker())));
+                let report = report.expect("matched above");
+                self.incoming[report as usize].len = m.split_whitespace().nth(2).and_then(|n| n.parse().ok());
+                self.phase = Phase::Report(report);
             }
             (_, Some("DONE")) => return Flow::Done,
             _ => {}
@@ -929,20 +984,29 @@ impl Transcript {
             )));
         };
         self.outcome.exit_status = exit_status;
-        if let Some(expected) = self.junit_len {
-            let bytes = base64_decode(&self.junit_base64)
-                .map_err(|e| error(format!("{label}: the JUnit report from the guest is damaged: {e}")))?;
-            if bytes.len() != expected {
-                return Err(error(format!(
-                    "{label}: the JUnit report from the guest is damaged: {} bytes arrived, {expected} were sent",
-                    bytes.len()
-                )));
-            }
-            let text = String::from_utf8(bytes)
-                .map_err(|_| error(format!("{label}: the JUnit report from the guest is not UTF-8")))?;
-            self.outcome.junit = Some(text);
-        }
+        self.outcome.junit = self.received(label, Report::Junit)?;
+        self.outcome.json = self.received(label, Report::Json)?;
         Ok(self.outcome)
+    }
+
+    /// The text of `report`, when the init sent it, checked against its length.
+    fn received(&self, label: &str, report: Report) -> Result<Option<String>, GuestError> {
+        let incoming = &self.incoming[report as usize];
+        let Some(expected) = incoming.len else {
+            return Ok(None);
+        };
+        let what = report.what();
+        let bytes = base64_decode(&incoming.base64)
+            .map_err(|e| error(format!("{label}: the {what} from the guest is damaged: {e}")))?;
+        if bytes.len() != expected {
+            return Err(error(format!(
+                "{label}: the {what} from the guest is damaged: {} bytes arrived, {expected} were sent",
+                bytes.len()
+            )));
+        }
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| error(format!("{label}: the {what} from the guest is not UTF-8")))
     }
 
     /// The error of an init that gave up: its message and the end of the kernel log.
@@ -978,16 +1042,18 @@ pub fn execute(request: &GuestRequest) -> Result<GuestOutcome, GuestError> {
             say!("{label}: {note}");
         }
     }
-    if let Some(path) = request.junit.as_ref().and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(path)
-            .map_err(|e| error(format!("cannot create {} for the JUnit report: {e}", path.display())))?;
+    for (path, what) in [(&request.junit, "JUnit report"), (&request.json, "JSON record")] {
+        if let Some(dir) = path.as_ref().and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| error(format!("cannot create {} for the {what}: {e}", dir.display())))?;
+        }
     }
 
     let boot_started = Instant::now();
     let (mut guest, console) = start_guest(request, &image, &plan)?;
     let boot_deadline = boot_started + request.timeouts.boot;
     let deadline = boot_started + request.timeouts.total;
-    let mut transcript = Transcript::new(request.echo, request.junit.clone());
+    let mut transcript = Transcript::new(request.echo, request.junit.clone(), request.json.clone());
     let mut boot_time = None;
     let flow = loop {
         let booting = transcript.phase == Phase::Boot && transcript.exit_status.is_none();
@@ -1053,13 +1119,17 @@ pub fn execute(request: &GuestRequest) -> Result<GuestOutcome, GuestError> {
     outcome.timings =
         Timings { image: image_time, boot: boot_time.unwrap_or_default(), guest_total, ..outcome.timings };
     let exit_status = outcome.exit_status;
-    match (&outcome.junit, &request.junit) {
-        (Some(text), Some(path)) => write_file(path, text.as_bytes())
-            .map_err(|e| error(format!("cannot write the JUnit report {}: {e}", path.display())))?,
-        (None, Some(_)) if exit_status != EXIT_USAGE => {
-            return Err(error(format!("{label}: nvtest in the guest wrote no JUnit report")))
+    for (text, path, what) in
+        [(&outcome.junit, &request.junit, "JUnit report"), (&outcome.json, &request.json, "JSON record")]
+    {
+        match (text, path) {
+            (Some(text), Some(path)) => write_file(path, text.as_bytes())
+                .map_err(|e| error(format!("cannot write the {what} {}: {e}", path.display())))?,
+            (None, Some(_)) if exit_status != EXIT_USAGE => {
+                return Err(error(format!("{label}: nvtest in the guest wrote no {what}")))
+            }
+            _ => {}
         }
-        _ => {}
     }
     if request.echo {
         let show_all = std::env::var("NVTEST_GUEST_KERNEL_LOG").is_ok_and(|v| v == "1");
@@ -1107,16 +1177,19 @@ fn kernel_log_summary(log: &[String], all: bool) -> Vec<String> {
         .collect()
 }
 
-/// The guest nvtest's "JUnit report: /run/nvtest/junit.xml (…)" line, as the host has it.
-fn rewrite_report_line(line: &str, junit: Option<&Path>) -> String {
-    let guest_path = format!("JUnit report: {GUEST_DIR}/junit.xml");
-    match line.strip_prefix(&guest_path) {
-        Some(rest) => match junit {
-            Some(path) => format!("JUnit report: {}{rest}", path.display()),
-            None => "JUnit report: not written (give --junit PATH)".to_string(),
-        },
-        None => line.to_string(),
+/// The guest nvtest's "JUnit report: /run/nvtest/junit.xml (…)" and "JSON record:
+/// /run/nvtest/record.json (…)" lines, as the host has them.
+fn rewrite_report_line(line: &str, junit: Option<&Path>, json: Option<&Path>) -> String {
+    for (report, host, flag) in [(Report::Junit, junit, "--junit"), (Report::Json, json, "--json")] {
+        let what = report.what();
+        if let Some(rest) = line.strip_prefix(&format!("{what}: {}", report.guest_path())) {
+            return match host {
+                Some(path) => format!("{what}: {}{rest}", path.display()),
+                None => format!("{what}: not written (give {flag} PATH)"),
+            };
+        }
     }
+    line.to_string()
 }
 
 fn wait_exit(child: &mut Child, bound: Duration) -> Option<ExitStatus> {
@@ -1268,7 +1341,7 @@ mod tests {
     }
 
     fn transcript(lines: &[&str]) -> (Transcript, Vec<Flow>) {
-        let mut t = Transcript::new(false, Some("r/x.xml".into()));
+        let mut t = Transcript::new(false, Some("r/x.xml".into()), None);
         let flows = lines.iter().map(|l| t.feed(l.to_string())).collect();
         (t, flows)
     }
@@ -1289,6 +1362,9 @@ mod tests {
             "aGVsbG8gd29y",
             "bGQ=",
             "@@NVTEST-JUNIT-END",
+            "@@NVTEST-JSON-BEGIN 4567 2",
+            "e30=",
+            "@@NVTEST-JSON-END",
             "@@NVTEST-DMESG-BEGIN",
             "[    1.0] nvme nvme0: pci function 0000:00:01.0",
             "@@NVTEST-DMESG-END",
@@ -1310,6 +1386,7 @@ mod tests {
         );
         assert_eq!(o.checksums.len(), 2);
         assert_eq!(o.junit.as_deref(), Some("hello world"));
+        assert_eq!(o.json.as_deref(), Some("{}"));
         assert_eq!(o.kernel_log, ["[    1.0] nvme nvme0: pci function 0000:00:01.0"]);
     }
 
@@ -1351,8 +1428,15 @@ mod tests {
     #[test]
     fn report_lines_name_the_hosts_file() {
         let line = "JUnit report: /run/nvtest/junit.xml (3 cases: 3 passed)";
-        assert_eq!(rewrite_report_line(line, Some(Path::new("r/x.xml"))), "JUnit report: r/x.xml (3 cases: 3 passed)");
-        assert_eq!(rewrite_report_line(line, None), "JUnit report: not written (give --junit PATH)");
-        assert_eq!(rewrite_report_line("other", None), "other");
+        let junit = Some(Path::new("r/x.xml"));
+        assert_eq!(rewrite_report_line(line, junit, None), "JUnit report: r/x.xml (3 cases: 3 passed)");
+        assert_eq!(rewrite_report_line(line, None, None), "JUnit report: not written (give --junit PATH)");
+        let line = "JSON record: /run/nvtest/record.json (3 cases: 3 passed)";
+        assert_eq!(
+            rewrite_report_line(line, junit, Some(Path::new("r.json"))),
+            "JSON record: r.json (3 cases: 3 passed)"
+        );
+        assert_eq!(rewrite_report_line(line, junit, None), "JSON record: not written (give --json PATH)");
+        assert_eq!(rewrite_report_line("other", None, None), "other");
     }
 }
