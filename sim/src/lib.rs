@@ -12,6 +12,7 @@
 //! - [`subsystem`]: the NVM subsystem: namespaces, media, the admin and NVM commands
 //!   they answer, profiles and quirks.
 
+pub mod bench;
 pub mod controller;
 pub mod exec;
 pub mod pci;
