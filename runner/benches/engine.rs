@@ -25,7 +25,8 @@
 //! default `sim` target: the case is loaded from the suite file and run by a
 //! [`Session`] as `nvtest run` runs it (its claims from the profile), and the workload's
 //! queues are timed: the simulated clock ([`QueuedIo::now_ns`]) and the wall clock from
-//! the queues' opening to their closing.
+//! the queues' opening to their closing. The thread's CPU time is printed beside (the
+//! machine may be busy: wall time then runs ahead of it).
 //!
 //! The sides take turns (reference, engine, reference, engine, …) so both see the same
 //! machine; min and median of the rounds are printed.
@@ -200,7 +201,8 @@ impl Engine {
         let specs = [QueueSpec { depth: QUEUE_DEPTH as u32, priority: QueuePriority::Medium }];
         let mut io = self.device.queued_io(&specs).map_err(|e| e.to_string())?;
         let start = Instant::now();
-        let outcome = engine::run(io.as_mut(), &work, &mut self.map, &mut NoJournal, Stop::AtEnd, &|| None, &mut |_| {});
+        let outcome =
+            engine::run(io.as_mut(), &work, &mut self.map, &mut NoJournal, Stop::AtEnd, &|| None, &mut |_| {});
         let elapsed = start.elapsed().as_secs_f64();
         io.close().map_err(|e| e.to_string())?;
         let outcome = outcome.map_err(|e| e.to_string())?;
@@ -265,6 +267,8 @@ struct Row {
     figure: Runs,
     reference: Runs,
     unit: &'static str,
+    /// Whether the reference was measured round by round (else it is a constant).
+    measured: bool,
     /// Goal and the floor under which the work is not done, as ratios.
     goal: f64,
     floor: Option<f64>,
@@ -300,16 +304,25 @@ fn iops_row(drive: Drive, label: &str, blocks: u64, secs: Duration, rounds: usiz
         figure,
         reference,
         unit: "IOPS",
+        measured: true,
         goal: 0.5,
         floor: Some(0.25),
     })
 }
 
-/// When a workload's queues were open: on the simulated clock and the wall clock.
+/// When a workload's queues were open: on the simulated clock, the wall clock, and the
+/// thread's CPU time (what a quiet machine's wall time would be).
 #[derive(Clone, Copy, Debug)]
 struct Span {
     simulated_ns: u64,
     wall: Duration,
+    cpu: Option<Duration>,
+}
+
+/// This thread's time on a CPU (`/proc/thread-self/schedstat`, in ns), where Linux says.
+fn thread_cpu() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(Duration::from_nanos(text.split_whitespace().next()?.parse().ok()?))
 }
 
 /// A device whose workload queues are timed; everything else passes through.
@@ -323,6 +336,7 @@ struct ClockedIo<'a> {
     spans: Arc<Mutex<Vec<Span>>>,
     sim_start: u64,
     wall_start: Instant,
+    cpu_start: Option<Duration>,
 }
 
 impl Device for Clocked {
@@ -369,10 +383,10 @@ impl Device for Clocked {
         self.inner.registers()
     }
     fn queued_io(&mut self, queues: &[QueueSpec]) -> Result<Box<dyn QueuedIo + '_>, DeviceError> {
-        let wall_start = Instant::now();
+        let (wall_start, cpu_start) = (Instant::now(), thread_cpu());
         let mut inner = self.inner.queued_io(queues)?;
         let sim_start = inner.now_ns();
-        Ok(Box::new(ClockedIo { inner, spans: self.spans.clone(), sim_start, wall_start }))
+        Ok(Box::new(ClockedIo { inner, spans: self.spans.clone(), sim_start, wall_start, cpu_start }))
     }
     fn select_arbitration(&mut self, mechanism: ArbitrationMechanism) -> Result<(), DeviceError> {
         self.inner.select_arbitration(mechanism)
@@ -423,7 +437,9 @@ impl QueuedIo for ClockedIo<'_> {
         self.inner.simulated_clock()
     }
     fn close(mut self: Box<Self>) -> Result<(), DeviceError> {
-        let span = Span { simulated_ns: self.inner.now_ns() - self.sim_start, wall: self.wall_start.elapsed() };
+        let simulated_ns = self.inner.now_ns() - self.sim_start;
+        let cpu = self.cpu_start.zip(thread_cpu()).map(|(start, end)| end.saturating_sub(start));
+        let span = Span { simulated_ns, wall: self.wall_start.elapsed(), cpu };
         self.spans.lock().unwrap_or_else(|p| p.into_inner()).push(span);
         self.inner.close()
     }
@@ -453,8 +469,15 @@ fn qos_row(rounds: usize) -> Result<Row, String> {
         let [span] = taken[..] else {
             return Err(format!("qos::mixed opened queued I/O {} times, not once", taken.len()));
         };
+        let cpu = span.cpu.map_or(String::new(), |c| {
+            format!(
+                ", {:.3} CPU s: {:.2} simulated s per CPU s",
+                c.as_secs_f64(),
+                span.simulated_ns as f64 / 1e9 / c.as_secs_f64()
+            )
+        });
         println!(
-            "    qos::mixed round {}: workload {:.3} simulated s in {:.3} wall s (whole case {:.3} wall s)",
+            "    qos::mixed round {}: workload {:.3} simulated s in {:.3} wall s{cpu} (whole case {:.3} wall s)",
             round + 1,
             span.simulated_ns as f64 / 1e9,
             span.wall.as_secs_f64(),
@@ -467,6 +490,7 @@ fn qos_row(rounds: usize) -> Result<Row, String> {
         figure,
         reference: Runs(vec![1.0]),
         unit: "s/s",
+        measured: false,
         goal: 5.0,
         floor: None,
     })
@@ -546,7 +570,7 @@ fn main() -> ExitCode {
             .iter()
             .enumerate()
             .map(|(i, f)| match row.reference.0.get(i) {
-                Some(r) if row.reference.0.len() > 1 => format!("{r:.0} / {f:.0}"),
+                Some(r) if row.measured => format!("{r:.0} / {f:.0}"),
                 _ => format!("{f:.2}"),
             })
             .collect();
