@@ -158,7 +158,9 @@ impl Media {
     }
 
     /// Hands the writable bytes at `offset .. offset + len` to `fill_in`, chunk piece by
-    /// chunk piece, allocating chunks as needed (a new chunk starts as the fill byte).
+    /// chunk piece, allocating chunks as needed: `fill_in` writes every byte it is handed
+    /// (a new chunk starts as the fill byte, except one handed over whole, which may hold
+    /// anything until `fill_in` writes it; if `fill_in` fails there, it is set to the fill byte).
     pub fn write_runs<E>(
         &mut self,
         offset: u64,
