@@ -18,73 +18,11 @@
 use std::process::{Command as Process, ExitCode};
 use std::time::{Duration, Instant};
 
-use nvme::driver::{Controller, Options, Transfer};
-use nvme::spec::{AdminOpcode, Command, NvmOpcode, Status};
-use nvme_sim::exec::{CommandSet, ControllerContext, DataPointer, Done};
+use nvme::driver::{Controller, Options};
+use nvme_sim::bench::{RamSet, ReadLoop};
 use nvme_sim::pci::{ControllerConfig, SimTransport};
 
-const BLOCK: usize = 4096;
 const QUEUE_DEPTH: usize = 32;
-
-/// A RAM namespace of 4 KiB blocks, each stamped with its LBA in its first 8 bytes.
-struct RamSet {
-    blocks: Vec<u8>,
-    count: u64,
-}
-
-impl RamSet {
-    fn new(count: u64) -> Self {
-        let mut blocks = vec![0u8; count as usize * BLOCK];
-        for (lba, block) in blocks.chunks_mut(BLOCK).enumerate() {
-            block[..8].copy_from_slice(&(lba as u64).to_le_bytes());
-        }
-        RamSet { blocks, count }
-    }
-}
-
-impl CommandSet for RamSet {
-    fn admin(&mut self, ctx: &mut ControllerContext, cmd: &Command, _: &dyn DataPointer) -> Done {
-        if cmd.opcode == AdminOpcode::SetFeatures as u8 && cmd.cdw10 & 0xff == 0x07 {
-            ctx.nsqa = cmd.cdw11 as u16;
-            ctx.ncqa = (cmd.cdw11 >> 16) as u16;
-            return Done::ok_with(cmd.cdw11);
-        }
-        Done::err(Status::INVALID_COMMAND_OPCODE)
-    }
-
-    fn io(&mut self, _: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
-        let (slba, count) = (cmd.slba(), cmd.nlb() as u64 + 1);
-        if cmd.nsid != 1 || slba + count > self.count {
-            return Done::err(Status::LBA_OUT_OF_RANGE);
-        }
-        let range = slba as usize * BLOCK..(slba + count) as usize * BLOCK;
-        let moved = match NvmOpcode::from_u8(cmd.opcode) {
-            Some(NvmOpcode::Read) => data.copy_to_host(&self.blocks[range]),
-            Some(NvmOpcode::Write) => data.copy_from_host(range.len()).map(|b| self.blocks[range].copy_from_slice(&b)),
-            _ => return Done::err(Status::INVALID_COMMAND_OPCODE),
-        };
-        match moved {
-            Ok(()) => Done::ok(),
-            Err(status) => Done::err(status),
-        }
-    }
-}
-
-/// xorshift64*: cheap random LBAs.
-struct Rng(u64);
-
-impl Rng {
-    fn next_lba(&mut self, blocks: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % blocks
-    }
-}
-
-fn read(lba: u64) -> Command {
-    Command::nvm(NvmOpcode::Read, 1).with_slba(lba)
-}
 
 /// Runs random reads over `blocks` blocks at QUEUE_DEPTH for `secs`; returns (IOPS, commands).
 fn driver_iops(secs: Duration, blocks: u64) -> Result<(f64, u64), String> {
@@ -92,47 +30,13 @@ fn driver_iops(secs: Duration, blocks: u64) -> Result<(f64, u64), String> {
     let options = Options { io_queues: 1, io_queue_depth: 256, ..Default::default() };
     let mut ctrl = Controller::new(Box::new(transport), options).map_err(|e| e.to_string())?;
     let mut q = ctrl.queue(1).map_err(|e| e.to_string())?;
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut lba_of_cid = vec![0u64; 65536];
-    let mut bad = 0u64;
-
-    let mut run = |until: Duration, q: &mut nvme::driver::IoQueuePair<'_>| -> Result<u64, String> {
-        let mut done = 0u64;
-        let start = Instant::now();
-        let mut to_submit = QUEUE_DEPTH;
-        loop {
-            for _ in 0..to_submit {
-                let lba = rng.next_lba(blocks);
-                let cid = q.submit(read(lba), Transfer::FromDevice(BLOCK)).map_err(|e| e.to_string())?;
-                lba_of_cid[cid as usize] = lba;
-            }
-            q.ring().map_err(|e| e.to_string())?;
-            let reaped = q
-                .wait(1, |r| {
-                    let stamp = u64::from_le_bytes(r.data[..8].try_into().unwrap_or([0xff; 8]));
-                    if !r.completion.status().is_success() || stamp != lba_of_cid[r.completion.cid as usize] {
-                        bad += 1;
-                    }
-                })
-                .map_err(|e| e.to_string())?;
-            done += reaped as u64;
-            to_submit = reaped;
-            if done % 4096 < reaped as u64 && start.elapsed() >= until {
-                // Drain what is still in flight so the queue ends empty.
-                let left = q.outstanding();
-                if left > 0 {
-                    done += q.wait(left, |_| {}).map_err(|e| e.to_string())? as u64;
-                }
-                return Ok(done);
-            }
-        }
-    };
-    run(Duration::from_millis(300), &mut q)?; // warm-up
+    let mut reads = ReadLoop::new(blocks, QUEUE_DEPTH);
+    reads.run(&mut q, Duration::from_millis(300))?; // warm-up
     let start = Instant::now();
-    let done = run(secs, &mut q)?;
+    let done = reads.run(&mut q, secs)?;
     let elapsed = start.elapsed().as_secs_f64();
-    if bad > 0 {
-        return Err(format!("{bad} reads completed with an error or the wrong block"));
+    if reads.bad > 0 {
+        return Err(format!("{} reads completed with an error or the wrong block", reads.bad));
     }
     ctrl.shutdown().map_err(|e| e.to_string())?;
     Ok((done as f64 / elapsed, done))

@@ -11,7 +11,9 @@
 //! - [`service`]: the simulated clock and the service model (how long commands take).
 //! - [`subsystem`]: the NVM subsystem: namespaces, media, the admin and NVM commands
 //!   they answer, profiles and quirks.
+//! - [`bench`]: for benchmarks: the bare driver's read loop and a RAM command set.
 
+pub mod bench;
 pub mod controller;
 pub mod exec;
 pub mod pci;

@@ -4,11 +4,55 @@
 //! A chunk never written reads as the media's fill byte (what DLFEAT says a deallocated
 //! block reads as). Filling a whole chunk with that byte frees it again. The media knows
 //! nothing of blocks or namespaces; [`super::namespace`] maps LBAs onto it.
+//!
+//! Chunks freed (a media dropped with its namespace, a chunk filled back) are kept for
+//! the next media to take, up to [`SPARE_MAX`] chunks in the process: suites delete and
+//! create namespaces case after case, and fresh memory costs a page fault and the
+//! kernel's zeroing per 4 KiB on its first write (about half of the simulated drive's
+//! time under a sequential write, `cargo bench -p nvtest --bench engine -- qos`); a
+//! recycled chunk is set to the fill byte, or not at all when the write covers it whole.
 
 use std::convert::Infallible;
+use std::sync::Mutex;
 
 /// Bytes per chunk.
 pub const CHUNK: usize = 64 * 1024;
+
+/// The most freed chunks kept for reuse (1 GiB).
+pub const SPARE_MAX: usize = (1 << 30) / CHUNK;
+
+/// Freed chunks, for the next media that needs one.
+static SPARE: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
+
+fn spare() -> std::sync::MutexGuard<'static, Vec<Box<[u8]>>> {
+    SPARE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A chunk reading as `fill`, or, when `overwritten` (the caller writes all of it next),
+/// holding anything.
+fn new_chunk(fill: u8, overwritten: bool) -> Box<[u8]> {
+    let recycled = spare().pop();
+    match recycled {
+        Some(mut chunk) => {
+            if !overwritten {
+                chunk.fill(fill);
+            }
+            chunk
+        }
+        None => vec![fill; CHUNK].into_boxed_slice(),
+    }
+}
+
+/// Keeps freed chunks for reuse, up to [`SPARE_MAX`].
+fn recycle(chunks: impl Iterator<Item = Box<[u8]>>) {
+    let mut spare = spare();
+    for chunk in chunks {
+        if spare.len() >= SPARE_MAX {
+            break;
+        }
+        spare.push(chunk);
+    }
+}
 
 /// An access outside the media: a bug in the caller's range checks, reported as a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,10 +86,10 @@ impl Media {
 
     /// Takes `old`'s stored chunks where they fall inside this media (quirk
     /// `create-keeps-old-media`).
-    pub fn inherit(&mut self, old: Media) {
-        for (mine, theirs) in self.chunks.iter_mut().zip(old.chunks) {
+    pub fn inherit(&mut self, mut old: Media) {
+        for (mine, theirs) in self.chunks.iter_mut().zip(old.chunks.iter_mut()) {
             if theirs.is_some() {
-                *mine = theirs;
+                *mine = theirs.take();
             }
         }
     }
@@ -114,7 +158,9 @@ impl Media {
     }
 
     /// Hands the writable bytes at `offset .. offset + len` to `fill_in`, chunk piece by
-    /// chunk piece, allocating chunks as needed (a new chunk starts as the fill byte).
+    /// chunk piece, allocating chunks as needed: `fill_in` writes every byte it is handed
+    /// (a new chunk starts as the fill byte, except one handed over whole, which may hold
+    /// anything until `fill_in` writes it; if `fill_in` fails there, it is set to the fill byte).
     pub fn write_runs<E>(
         &mut self,
         offset: u64,
@@ -127,8 +173,13 @@ impl Media {
             let Some(slot) = self.chunks.get_mut(index) else {
                 return Err(OutOfMedia { offset, len, size: self.size });
             };
-            let chunk = slot.get_or_insert_with(|| vec![fill; CHUNK].into_boxed_slice());
+            let fresh = slot.is_none();
+            let chunk = slot.get_or_insert_with(|| new_chunk(fill, n == CHUNK));
             if let Err(e) = fill_in(&mut chunk[within..within + n]) {
+                if fresh && n == CHUNK {
+                    // What the piece holds is unknown; never another media's old bytes.
+                    chunk.fill(fill);
+                }
                 return Ok(Err(e));
             }
         }
@@ -159,14 +210,22 @@ impl Media {
             let fill = self.fill;
             if let Some(slot) = self.chunks.get_mut(index) {
                 if byte == fill && (whole || slot.is_none()) {
-                    *slot = None;
+                    if let Some(chunk) = slot.take() {
+                        recycle(std::iter::once(chunk));
+                    }
                 } else {
-                    let chunk = slot.get_or_insert_with(|| vec![fill; CHUNK].into_boxed_slice());
+                    let chunk = slot.get_or_insert_with(|| new_chunk(fill, false));
                     chunk[within..within + n].fill(byte);
                 }
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for Media {
+    fn drop(&mut self) {
+        recycle(self.chunks.drain(..).flatten());
     }
 }
 
