@@ -12,7 +12,7 @@
 //!   model, [`RamSet`]: every command completes at its doorbell write).
 //! - `sim`: the `sim:enterprise-1.4` profile, service model included, with its one
 //!   namespace made of 4 KiB blocks; the engine's drive is opened as the `sim` target
-//!   is ([`nvtest::target::open_sim`]), the bare loop's with the same driver options.
+//!   is ([`nvtest::targets::open_sim`]), the bare loop's with the same driver options.
 //!   Reads take ~80 µs of simulated time there; both sides let the clock jump to the
 //!   next completion when they wait, so wall IOPS is host + simulator CPU per command.
 //!
@@ -54,7 +54,7 @@ use nvtest::data::{DeallocatedRead, Expectation, HostMap};
 use nvtest::exec::{case_seed, Session};
 use nvtest::load::job::Namespace;
 use nvtest::load::{engine, End, Job, Mix, NoJournal, Pattern, Stop, Workload};
-use nvtest::target::{self, TargetSpec, DEFAULT_SIM_PROFILE};
+use nvtest::targets::{self, TargetSpec, DEFAULT_SIM_PROFILE};
 use nvtest::verdict::Verdict;
 
 const QUEUE_DEPTH: usize = 32;
@@ -107,7 +107,7 @@ impl Drive {
             Drive::Profile => {
                 let profile = Self::profile(blocks)?;
                 let dealloc_read = profile.dlfeat.read_behavior();
-                (target::open_sim(profile)?, dealloc_read)
+                (targets::open_sim(profile)?, dealloc_read)
             }
         };
         Ok((device, Namespace { nsid: 1, block_size: BLOCK as u64, nsze: blocks, dealloc_read }))
@@ -456,9 +456,9 @@ fn qos_row(rounds: usize) -> Result<Row, String> {
         .ok_or_else(|| format!("{} has no case `mixed`", path.display()))?;
     let spec = TargetSpec::SimProfile(DEFAULT_SIM_PROFILE.into());
     let spans = Arc::new(Mutex::new(Vec::new()));
-    let device = Clocked { inner: target::open(&spec)?, spans: spans.clone() };
+    let device = Clocked { inner: targets::open(&spec)?, spans: spans.clone() };
     let mut session = Session::with_device(spec.describe(), Box::new(device))?;
-    session.set_claims(target::profile_claims(&spec)?.map(Arc::new));
+    session.set_claims(targets::profile_claims(&spec)?.map(Arc::new));
     let mut figure = Runs::default();
     for round in 0..rounds {
         let outcome = session.run_case(case, case_seed(SEED, &case.suite, &case.name, round as u32 + 1));
