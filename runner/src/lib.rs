@@ -30,6 +30,7 @@ pub mod cli;
 pub mod data;
 pub mod exec;
 pub mod guest;
+pub mod guest_bench;
 pub mod kmsg;
 pub mod load;
 pub mod report;

@@ -155,18 +155,19 @@ impl<'a> UringQueues<'a> {
                 specs.len()
             )));
         }
-        let ring = IoUring::<squeue::Entry128, cqueue::Entry32>::builder().build(total as u32).map_err(|e| {
-            match e.raw_os_error().map(Errno::from_raw) {
-                Some(Errno::ENOSYS | Errno::EPERM) => DeviceError::Unsupported(format!(
-                    "io_uring is not available ({e}): the kernel was built without it, or it is disabled \
+        let ring = IoUring::<squeue::Entry128, cqueue::Entry32>::builder().build(total as u32).map_err(|e| match e
+            .raw_os_error()
+            .map(Errno::from_raw)
+        {
+            Some(Errno::ENOSYS | Errno::EPERM) => DeviceError::Unsupported(format!(
+                "io_uring is not available ({e}): the kernel was built without it, or it is disabled \
                      (sysctl kernel.io_uring_disabled, a seccomp filter)"
-                )),
-                Some(Errno::EINVAL) => DeviceError::Unsupported(format!(
-                    "the kernel refused an io_uring with 128-byte submission and 32-byte completion entries \
+            )),
+            Some(Errno::EINVAL) => DeviceError::Unsupported(format!(
+                "the kernel refused an io_uring with 128-byte submission and 32-byte completion entries \
                      ({e}): NVMe passthrough through io_uring needs Linux 5.19 or later"
-                )),
-                _ => DeviceError::Driver(format!("cannot create an io_uring of {total} entries: {e}")),
-            }
+            )),
+            _ => DeviceError::Driver(format!("cannot create an io_uring of {total} entries: {e}")),
         })?;
         let timeout_ms = device.options.command_timeout_ms;
         Ok(UringQueues {
@@ -343,11 +344,13 @@ impl QueuedIo for UringQueues<'_> {
         let metadata_len = transfer_len(metadata.len(), &what())?;
         let tag = self.slots.take(queue)?;
         let slot = self.slots.slot_mut(queue, tag);
-        let staged = slot
-            .data
-            .stage(data.len(), bytes_of(&data), matches!(data, Transfer::FromDevice(_)))
-            .and_then(|addr| {
-                let meta = slot.metadata.stage(metadata.len(), bytes_of(&metadata), matches!(metadata, Transfer::FromDevice(_)))?;
+        let staged =
+            slot.data.stage(data.len(), bytes_of(&data), matches!(data, Transfer::FromDevice(_))).and_then(|addr| {
+                let meta = slot.metadata.stage(
+                    metadata.len(),
+                    bytes_of(&metadata),
+                    matches!(metadata, Transfer::FromDevice(_)),
+                )?;
                 Ok((addr, meta))
             });
         let (addr, meta_addr) = match staged {
