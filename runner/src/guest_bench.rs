@@ -57,7 +57,7 @@ pub fn run(controller: &Path, nsid: u32, plan: BenchPlan, say: &mut dyn FnMut(&s
         return Err(format!("Identify Namespace {nsid}: {}", c.status()));
     }
     let block_size = id.lba_data_size().ok_or_else(|| format!("namespace {nsid}: no LBA format in use"))?;
-    if block_size == 0 || READ_BYTES % block_size != 0 || id.nsze * block_size < REGION_BYTES {
+    if block_size == 0 || !READ_BYTES.is_multiple_of(block_size) || id.nsze * block_size < REGION_BYTES {
         return Err(format!(
             "namespace {nsid}: {} blocks of {block_size} bytes; the benchmark reads 4 KiB blocks of its first {} MiB",
             id.nsze,

@@ -48,9 +48,9 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use nix::errno::Errno;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use super::passthru::NVME_IOCTL_TYPE;
+use super::passthru::{PassthruCmd64, NVME_IOCTL_TYPE};
 use super::slots::{Outcome, Slots};
-use super::{check_direction, command_name, completion, errno_error, transfer_len, LinuxDevice};
+use super::{check_direction, command_name, completion, errno_error, passthru_command, transfer_len, LinuxDevice};
 use crate::device::{Device, DeviceError};
 use crate::queued::{QueueSpec, QueuedIo, Reaped, Transfer};
 use crate::spec::queue::QueuePriority;
@@ -88,6 +88,15 @@ pub struct UringCmd {
     pub rsvd2: u32,
 }
 crate::assert_size!(UringCmd, 72);
+
+impl UringCmd {
+    /// The command of an ioctl structure: `nvme_uring_cmd` is `nvme_passthru_cmd64`
+    /// without its trailing result, the same fields at the same offsets (tested).
+    pub fn of(pt: &PassthruCmd64) -> UringCmd {
+        let (cmd, _result) = UringCmd::read_from_prefix(pt.as_bytes()).expect("80 bytes hold the 72 of UringCmd");
+        cmd
+    }
+}
 
 /// The request number of an I/O command through io_uring: `_IOWR('N', 0x80, struct
 /// nvme_uring_cmd)`.
@@ -360,26 +369,9 @@ impl QueuedIo for UringQueues<'_> {
                 return Err(e);
             }
         };
-        let uring_cmd = UringCmd {
-            opcode: cmd.opcode,
-            flags: 0,
-            rsvd1: 0,
-            nsid: cmd.nsid,
-            cdw2: cmd.cdw2,
-            cdw3: cmd.cdw3,
-            metadata: meta_addr,
-            addr,
-            metadata_len,
-            data_len,
-            cdw10: cmd.cdw10,
-            cdw11: cmd.cdw11,
-            cdw12: cmd.cdw12,
-            cdw13: cmd.cdw13,
-            cdw14: cmd.cdw14,
-            cdw15: cmd.cdw15,
-            timeout_ms: timeout_ms.min(u32::MAX as u64) as u32,
-            rsvd2: 0,
-        };
+        let mut pt = passthru_command(&cmd, timeout_ms);
+        (pt.addr, pt.data_len, pt.metadata, pt.metadata_len) = (addr, data_len, meta_addr, metadata_len);
+        let uring_cmd = UringCmd::of(&pt);
         let mut area = [0u8; 80];
         area[..std::mem::size_of::<UringCmd>()].copy_from_slice(uring_cmd.as_bytes());
         if self.ring.submission().is_full() {
@@ -511,6 +503,33 @@ mod tests {
         for (i, (got, want)) in offsets.iter().enumerate() {
             assert_eq!(got, want, "field {i}");
         }
+        // The same fields as the ioctl structure, which ends with the result.
+        let pt = PassthruCmd64 {
+            opcode: 0x02,
+            flags: 0,
+            rsvd1: 0,
+            nsid: 1,
+            cdw2: 2,
+            cdw3: 3,
+            metadata: 0x1000,
+            addr: 0x2000,
+            metadata_len: 8,
+            data_len: 4096,
+            cdw10: 10,
+            cdw11: 11,
+            cdw12: 12,
+            cdw13: 13,
+            cdw14: 14,
+            cdw15: 15,
+            timeout_ms: 500,
+            rsvd2: 0,
+            result: u64::MAX,
+        };
+        let c = UringCmd::of(&pt);
+        assert_eq!((c.opcode, c.nsid, c.cdw2, c.cdw3), (0x02, 1, 2, 3));
+        assert_eq!((c.metadata, c.addr, c.metadata_len, c.data_len), (0x1000, 0x2000, 8, 4096));
+        assert_eq!([c.cdw10, c.cdw11, c.cdw12, c.cdw13, c.cdw14, c.cdw15], [10, 11, 12, 13, 14, 15]);
+        assert_eq!((c.timeout_ms, c.rsvd2), (500, 0));
         // _IOWR('N', 0x80, 72): direction 3 (bits 31:30), size 72 (29:16), 'N', 0x80.
         assert_eq!(NVME_URING_CMD_IO, 0xC048_4E80);
     }
