@@ -30,6 +30,7 @@ pub mod cli;
 pub mod data;
 pub mod exec;
 pub mod exit;
+pub mod guest_bench;
 pub mod identity;
 pub mod load;
 pub mod report;

@@ -246,6 +246,29 @@ fn trim_in_the_guest_agrees_with_the_qemu_lane() {
     compare("trim", &guest, &qemu);
 }
 
+/// The workload suite runs on the kernel target's io_uring passthrough queues
+/// (`LinuxDevice::queued_io`): every `qos` case comes to a verdict with figures (until
+/// nvme::linux offered queued I/O, each was skipped: "this target cannot keep commands
+/// queued"), and no read is judged wrong.
+#[test]
+fn qos_in_the_guest_runs_on_io_uring_passthrough_with_figures() {
+    let _one = lock();
+    let (outcome, guest) = guest_run("qos");
+    println!(
+        "qemu-linux:ns32 qos: boot {:.1} s, nvtest {:.1} s; nvtest exited {}",
+        outcome.timings.boot.as_secs_f64(),
+        outcome.timings.run.as_secs_f64(),
+        outcome.exit_status
+    );
+    let xml = outcome.junit.as_deref().unwrap_or_default();
+    for (case, (k, message)) in &guest {
+        println!("{case}: {k:?} {message}");
+        assert!(!matches!(k, Kind::Skipped(_)), "{case} is skipped in the guest: {message}");
+        assert!(!matches!(k, Kind::Fail | Kind::Error), "{case}: {k:?}: {message}");
+    }
+    assert!(xml.contains(".read.iops"), "the guest's JUnit has no read IOPS figure:\n{xml}");
+}
+
 /// Processes whose parent is this test process and whose name starts with `qemu`.
 fn qemu_children() -> Vec<String> {
     let me = std::process::id().to_string();

@@ -7,6 +7,8 @@
 //!   seam (the kernel, or a fake in tests).
 //! - [`loopdev`]: bound loop devices and what backs them (for the safety gate).
 //! - [`fake`]: fake `sys/`, `dev/`, `proc/` trees for tests.
+//! - [`uring`]: many commands in flight ([`crate::queued::QueuedIo`]) through io_uring
+//!   NVMe passthrough on the generic namespace devices; [`slots`] is its bookkeeping.
 //! - [`LinuxDevice`]: the [`Device`] the runner drives. Admin commands go to the
 //!   controller's character device, I/O commands to the generic character device
 //!   (`/dev/ngXnY`) of the namespace they name.
@@ -30,7 +32,9 @@
 pub mod fake;
 pub mod loopdev;
 pub mod passthru;
+pub mod slots;
 pub mod sysfs;
+pub mod uring;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -292,30 +296,37 @@ fn passthru_command(cmd: &Command, timeout_ms: u64) -> PassthruCmd64 {
 /// opcode's direction (bit 0 set: host to controller), so a buffer it would write must
 /// be one we may write: a mismatch is refused before anything is sent.
 fn attach_buffer(opcode: u8, data: Data<'_>, what: &str) -> Result<(u64, u32), DeviceError> {
-    let to_device = opcode & 1 == 1;
-    let (addr, len) = match data {
+    let (addr, len, to_device) = match data {
         Data::None => return Ok((0, 0)),
-        Data::ToDevice(b) if to_device => (b.as_ptr() as u64, b.len()),
-        Data::FromDevice(b) if !to_device => (b.as_mut_ptr() as u64, b.len()),
-        Data::ToDevice(_) => {
-            return Err(DeviceError::Unsupported(format!(
-                "{what}: opcode {opcode:02X}h moves data from the controller, but a buffer to the controller was given"
-            )))
-        }
-        Data::FromDevice(_) => {
-            return Err(DeviceError::Unsupported(format!(
-                "{what}: opcode {opcode:02X}h moves data to the controller (the Linux driver would not return any), \
-                 but a buffer from the controller was given"
-            )))
-        }
+        Data::ToDevice(b) => (b.as_ptr() as u64, b.len(), true),
+        Data::FromDevice(b) => (b.as_mut_ptr() as u64, b.len(), false),
     };
+    check_direction(opcode, to_device, what)?;
     if len == 0 {
         return Ok((0, 0));
     }
-    let len = u32::try_from(len).map_err(|_| {
+    Ok((addr, transfer_len(len, what)?))
+}
+
+/// Refuses a buffer whose direction is not the opcode's (bit 0 set: host to controller).
+fn check_direction(opcode: u8, to_device: bool, what: &str) -> Result<(), DeviceError> {
+    match (opcode & 1 == 1, to_device) {
+        (true, true) | (false, false) => Ok(()),
+        (false, true) => Err(DeviceError::Unsupported(format!(
+            "{what}: opcode {opcode:02X}h moves data from the controller, but a buffer to the controller was given"
+        ))),
+        (true, false) => Err(DeviceError::Unsupported(format!(
+            "{what}: opcode {opcode:02X}h moves data to the controller (the Linux driver would not return any), \
+             but a buffer from the controller was given"
+        ))),
+    }
+}
+
+/// A transfer's length as the passthrough structures carry it.
+fn transfer_len(len: usize, what: &str) -> Result<u32, DeviceError> {
+    u32::try_from(len).map_err(|_| {
         DeviceError::Unsupported(format!("{what}: a {len}-byte buffer; the Linux passthrough takes at most 4 GiB"))
-    })?;
-    Ok((addr, len))
+    })
 }
 
 /// The completion a passthrough ioctl's return value and result stand for.
@@ -578,5 +589,13 @@ impl Device for LinuxDevice {
 
     fn take_diagnostics(&mut self) -> Vec<String> {
         std::mem::take(&mut self.diagnostics)
+    }
+
+    /// Logical queues on an io_uring of NVMe passthrough commands ([`uring`]).
+    fn queued_io(
+        &mut self,
+        queues: &[crate::queued::QueueSpec],
+    ) -> Result<Box<dyn crate::queued::QueuedIo + '_>, DeviceError> {
+        Ok(Box::new(uring::UringQueues::open(self, queues)?))
     }
 }

@@ -51,7 +51,7 @@ crate::assert_size!(PassthruCmd, 72);
 
 /// `struct nvme_passthru_cmd64` (80 bytes): as [`PassthruCmd`], with a 64-bit result
 /// (completion DW0 in the low half, DW1 in the high half).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, zerocopy::IntoBytes, zerocopy::Immutable)]
 #[repr(C)]
 pub struct PassthruCmd64 {
     pub opcode: u8,

@@ -11,7 +11,12 @@
 //!   a logical block is larger than 1024 bytes, so that a filesystem of the ext family
 //!   (whose first 1024 bytes are unused) stays intact.
 //!
-//! Each prints one line; exit status 0 on success, 1 with the reason on stderr.
+//! - `bench CONTROLLER NSID [SECONDS [ROUNDS]]`: nvtest's io_uring passthrough engine
+//!   against fio's `io_uring_cmd` engine on the namespace's generic device, 4 KiB random
+//!   reads at QD 32, alternately (default 5 s, 2 rounds each; [`nvtest::guest_bench`]).
+//!   Prints a line per round and a RESULT line.
+//!
+//! Each other action prints one line; exit status 0 on success, 1 with the reason on stderr.
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -26,7 +31,10 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["map", device, ready] => map(Path::new(device), Path::new(ready)),
         ["raw-write", controller, nsid, lba_bytes] => raw_write(Path::new(controller), nsid, lba_bytes),
-        _ => Err("usage: nvtest-guest-helper map DEVICE READY | raw-write CONTROLLER NSID LBA_BYTES".into()),
+        ["bench", controller, nsid, rest @ ..] if rest.len() <= 2 => bench(Path::new(controller), nsid, rest),
+        _ => Err("usage: nvtest-guest-helper map DEVICE READY | raw-write CONTROLLER NSID LBA_BYTES | \
+                  bench CONTROLLER NSID [SECONDS [ROUNDS]]"
+            .into()),
     };
     match result {
         Ok(line) => {
@@ -74,4 +82,16 @@ fn raw_write(controller: &Path, nsid: &str, lba_bytes: &str) -> Result<String, S
         return Err(format!("Write NSID {nsid} LBA 0 completed with {:?}", completion.status()));
     }
     Ok(format!("wrote LBA 0 of NSID {nsid} ({lba_bytes} bytes) through {}", controller.display()))
+}
+
+/// The io_uring benchmark ([`nvtest::guest_bench`]).
+fn bench(controller: &Path, nsid: &str, rest: &[&str]) -> Result<String, String> {
+    let nsid: u32 = nsid.parse().map_err(|_| format!("`{nsid}` is not a namespace ID"))?;
+    let number = |i: usize, default: u64| -> Result<u64, String> {
+        rest.get(i)
+            .map_or(Ok(default), |t| t.parse().ok().filter(|n| *n > 0).ok_or_else(|| format!("`{t}` is not a count")))
+    };
+    let plan = nvtest::guest_bench::BenchPlan { seconds: number(0, 5)?, rounds: number(1, 2)? as usize };
+    nvtest::guest_bench::run(controller, nsid, plan, &mut |line| println!("{line}"))?;
+    Ok("bench: done".into())
 }

@@ -107,6 +107,9 @@ pub enum SetupStep {
     Target(String),
     /// The same as an unprivileged user (uid 65534): an `unprivileged …` stage.
     Unprivileged(String),
+    /// `nvtest-guest-helper bench` on the namespace: nvtest's io_uring engine against
+    /// fio's ([`crate::guest_bench`]); its lines become `bench: …` stages.
+    Bench(u32),
 }
 
 impl SetupStep {
@@ -114,7 +117,8 @@ impl SetupStep {
     /// separated by `;` or newlines).
     pub fn parse_list(text: &str) -> Result<Vec<SetupStep>, String> {
         const USAGE: &str = "write `mount NSID`, `checksum NSID`, `loop NSID`, `loop-mount NSID`, `loop-file NSID`, \
-                             `map NSID`, `raw-write NSID`, `late-loop NSID`, `target PATH` or `unprivileged PATH`";
+                             `map NSID`, `raw-write NSID`, `late-loop NSID`, `bench NSID`, `target PATH` or \
+                             `unprivileged PATH`";
         let mut steps = Vec::new();
         for part in text.split([';', '\n']).map(str::trim).filter(|p| !p.is_empty()) {
             let mut words = part.split_whitespace();
@@ -136,6 +140,7 @@ impl SetupStep {
                 "map" => SetupStep::Map(nsid()?),
                 "raw-write" => SetupStep::RawWrite(nsid()?),
                 "late-loop" => SetupStep::LateLoop(nsid()?),
+                "bench" => SetupStep::Bench(nsid()?),
                 "target" | "unprivileged" if !arg.starts_with('/') => {
                     return Err(format!("guest setup step `{part}`: `{arg}` is not an absolute path"))
                 }
@@ -157,6 +162,7 @@ impl SetupStep {
             SetupStep::Map(nsid) => format!("map {nsid}"),
             SetupStep::RawWrite(nsid) => format!("raw-write {nsid}"),
             SetupStep::LateLoop(nsid) => format!("late-loop {nsid}"),
+            SetupStep::Bench(nsid) => format!("bench {nsid}"),
             SetupStep::Target(path) => format!("target {path}"),
             SetupStep::Unprivileged(path) => format!("unprivileged {path}"),
         }
