@@ -844,6 +844,11 @@ impl Report {
         }
     }
 
+    /// The report whose `NAME-BEGIN sha256 length` marker `m` is.
+    fn begun(m: &str) -> Option<Report> {
+        Report::ALL.into_iter().find(|r| m.strip_prefix(r.marker()).is_some_and(|rest| rest.starts_with("-BEGIN ")))
+    }
+
     fn what(self) -> &'static str {
         match self {
             Report::Junit => "JUnit report",
@@ -965,11 +970,11 @@ impl Transcript {
                 self.run_started = Some(Instant::now());
                 self.phase = Phase::Run;
             }
-            (Phase::After, Some(m)) if Report::ALL.iter().any(|r| m.starts_with(&format!("{}-BEGIN ", r.marker()))) => {
-                let report = Report::ALL.into_iter().find(|r| m.starts_with(&format!("{}-BEGIN ", r.marker())));
-                let report = report.expect("matched above");
-                self.incoming[report as usize].len = m.split_whitespace().nth(2).and_then(|n| n.parse().ok());
-                self.phase = Phase::Report(report);
+            (Phase::After, Some(m)) if Report::begun(m).is_some() => {
+                if let Some(report) = Report::begun(m) {
+                    self.incoming[report as usize].len = m.split_whitespace().nth(2).and_then(|n| n.parse().ok());
+                    self.phase = Phase::Report(report);
+                }
             }
             (_, Some("DONE")) => return Flow::Done,
             _ => {}
