@@ -32,7 +32,8 @@
 //! filesystem; `NVTEST_GUEST_SETUP` on the command line).
 //!
 //! Environment: `NVTEST_GUEST_KERNEL` and `NVTEST_GUEST_INITRD` (a prebuilt image instead
-//! of running the recipe), `NVTEST_GUEST_RECIPE` (the recipe's path),
+//! of running the recipe; `NVTEST_GUEST_FIO` its fio archive, needed only by a `bench`
+//! setup step), `NVTEST_GUEST_RECIPE` (the recipe's path),
 //! `NVTEST_GUEST_ACCEL` (`tcg` or `kvm`; default kvm when /dev/kvm is usable and the CPU
 //! has VMX/SVM, else tcg), `NVTEST_GUEST_BOOT_TIMEOUT` and `NVTEST_GUEST_TIMEOUT`
 //! (seconds), `NVTEST_GUEST_SETUP` (`mount 1; checksum 1; target /dev/null`),
@@ -72,6 +73,10 @@ const TAIL_LINES: usize = 40;
 pub struct GuestImage {
     pub kernel: PathBuf,
     pub initrd: PathBuf,
+    /// fio and its libraries, an archive appended to the initramfs only for a run whose
+    /// setup has a [`SetupStep::Bench`]: every boot under TCG pays for unpacking what
+    /// the initramfs holds, and fio's libraries are most of it.
+    pub fio_archive: Option<PathBuf>,
     /// What they were built from (package versions), for the console.
     pub description: String,
 }
@@ -327,19 +332,20 @@ fn error(text: impl Into<String>) -> GuestError {
 // ---------------------------------------------------------------------------------
 // The image.
 
-/// The kernel and initramfs: `NVTEST_GUEST_KERNEL` and `NVTEST_GUEST_INITRD` when both
-/// are set, else what the recipe prints (it builds what is missing; its progress goes
+/// The kernel and initramfs (and fio's archive): `NVTEST_GUEST_KERNEL` and
+/// `NVTEST_GUEST_INITRD` (and `NVTEST_GUEST_FIO`) when both are set, else what the recipe prints (it builds what is missing; its progress goes
 /// to stderr when `echo`, else into the error on failure).
 pub fn image(echo: bool) -> Result<GuestImage, GuestError> {
     if let (Ok(kernel), Ok(initrd)) = (std::env::var("NVTEST_GUEST_KERNEL"), std::env::var("NVTEST_GUEST_INITRD")) {
         let image = GuestImage {
             kernel: kernel.into(),
             initrd: initrd.into(),
+            fio_archive: std::env::var_os("NVTEST_GUEST_FIO").map(PathBuf::from),
             description: "prebuilt (NVTEST_GUEST_KERNEL, NVTEST_GUEST_INITRD)".into(),
         };
-        for path in [&image.kernel, &image.initrd] {
+        for path in [&image.kernel, &image.initrd].into_iter().chain(image.fio_archive.as_ref()) {
             if !path.is_file() {
-                return Err(error(format!("{}: no such file (from NVTEST_GUEST_KERNEL/INITRD)", path.display())));
+                return Err(error(format!("{}: no such file (from NVTEST_GUEST_KERNEL/INITRD/FIO)", path.display())));
             }
         }
         return Ok(image);
@@ -383,7 +389,12 @@ pub fn image(echo: bool) -> Result<GuestImage, GuestError> {
         value("kernel_package").unwrap_or_else(|| "kernel ?".into()),
         value("busybox_package").unwrap_or_else(|| "busybox ?".into())
     );
-    Ok(GuestImage { kernel: kernel.into(), initrd: initrd.into(), description })
+    Ok(GuestImage {
+        kernel: kernel.into(),
+        initrd: initrd.into(),
+        fio_archive: value("fio_archive").map(PathBuf::from),
+        description,
+    })
 }
 
 /// The recipe: `NVTEST_GUEST_RECIPE`, `./fixtures/guest/build.sh`, the one found walking
@@ -419,6 +430,8 @@ struct Plan {
     /// The controller's root-complex function (`0000:00:SS.0`).
     slot: String,
     namespaces: usize,
+    /// The setup runs fio (a `bench` step): fio's archive goes into the initramfs.
+    needs_fio: bool,
 }
 
 fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
@@ -516,7 +529,8 @@ fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
         let text: String = request.setup.iter().map(|s| format!("{}\n", s.line())).collect();
         files.push(("setup".into(), text.into_bytes()));
     }
-    Ok(Plan { files, args, note, slot: format!("0000:00:{slot:02x}.0"), namespaces })
+    let needs_fio = request.setup.iter().any(|s| matches!(s, SetupStep::Bench(_)));
+    Ok(Plan { files, args, note, slot: format!("0000:00:{slot:02x}.0"), namespaces, needs_fio })
 }
 
 /// The findings of `path` that apply to this lane (those without targets, and those
@@ -627,18 +641,33 @@ fn fd_path(file: &File) -> String {
     format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd())
 }
 
-/// The initramfs for this run: the recipe's, padded to 4 bytes (the kernel reads an
-/// uncompressed archive only at such an offset), then the run's archive.
+/// The initramfs for this run: the recipe's, then fio's archive when the setup runs fio,
+/// each padded to 512 bytes (the kernel reads an uncompressed archive only at a 4-byte
+/// offset and skips zeros between archives), then the run's archive.
 fn run_initrd(image: &GuestImage, plan: &Plan) -> Result<File, GuestError> {
-    let mut base = File::open(&image.initrd)
-        .map_err(|e| error(format!("cannot read the guest initramfs {}: {e}", image.initrd.display())))?;
+    let mut parts = vec![&image.initrd];
+    if plan.needs_fio {
+        parts.push(image.fio_archive.as_ref().ok_or_else(|| {
+            error(
+                "the setup's bench step runs fio, but the guest image has no fio archive \
+                 (the recipe printed no fio_archive=…; with a prebuilt image set NVTEST_GUEST_FIO)",
+            )
+        })?);
+    }
     let mut file = anonymous_file("guest initramfs")?;
-    let copied = std::io::copy(&mut base, &mut file)
-        .map_err(|e| error(format!("cannot copy the guest initramfs {}: {e}", image.initrd.display())))?;
-    let pad = (512 - copied % 512) % 512;
-    let mut tail = vec![0u8; pad as usize];
-    tail.extend(cpio_archive(GUEST_DIR, &plan.files));
-    file.write_all(&tail).map_err(|e| error(format!("cannot write the guest initramfs: {e}")))?;
+    let mut copied = 0;
+    for path in parts {
+        let mut part =
+            File::open(path).map_err(|e| error(format!("cannot read the guest archive {}: {e}", path.display())))?;
+        copied += std::io::copy(&mut part, &mut file)
+            .map_err(|e| error(format!("cannot copy the guest archive {}: {e}", path.display())))?;
+        let pad = (512 - copied % 512) % 512;
+        file.write_all(&vec![0u8; pad as usize])
+            .map_err(|e| error(format!("cannot write the guest initramfs: {e}")))?;
+        copied += pad;
+    }
+    file.write_all(&cpio_archive(GUEST_DIR, &plan.files))
+        .map_err(|e| error(format!("cannot write the guest initramfs: {e}")))?;
     file.flush().map_err(|e| error(format!("cannot write the guest initramfs: {e}")))?;
     Ok(file)
 }
@@ -1332,6 +1361,44 @@ mod tests {
         let p = plan(&request).unwrap();
         assert!(p.args.ends_with(&["--preserve".into()]) && !p.args.contains(&"--allow-destructive".into()));
         assert!(p.note.is_none());
+    }
+
+    #[test]
+    fn fio_goes_into_the_initramfs_only_for_a_bench_run() {
+        use std::io::{Read, Seek};
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let mut image = GuestImage {
+            kernel: write("vmlinuz", b"k"),
+            initrd: write("base.cpio.gz", b"BASE"),
+            fio_archive: Some(write("fio.cpio.gz", b"FIO-ARCHIVE")),
+            description: String::new(),
+        };
+        let target = TopologyRef::Builtin("ns32".into());
+        let mut request = GuestRequest::new(&target, vec![]).unwrap();
+        let contents = |image: &GuestImage, request: &GuestRequest| {
+            let mut file = run_initrd(image, &plan(request).unwrap())?;
+            file.rewind().unwrap();
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).unwrap();
+            Ok::<_, GuestError>(bytes)
+        };
+        let lane = contents(&image, &request).unwrap();
+        assert!(lane.starts_with(b"BASE\0") && lane[512..].starts_with(b"070701"));
+        assert!(!lane.windows(11).any(|w| w == b"FIO-ARCHIVE"), "fio appended to a run without bench");
+
+        request.setup = vec![SetupStep::Bench(1)];
+        let bench = contents(&image, &request).unwrap();
+        assert!(bench[512..].starts_with(b"FIO-ARCHIVE\0"));
+        assert!(bench[1024..].starts_with(b"070701"), "the run's archive follows fio's at 512 bytes");
+
+        image.fio_archive = None;
+        let e = contents(&image, &request).unwrap_err().to_string();
+        assert!(e.contains("no fio archive") && e.contains("NVTEST_GUEST_FIO"), "{e}");
     }
 
     #[test]
