@@ -19,6 +19,7 @@
 //! dlfeat: zeroes                 # zeroes | ones | not_reported
 //! arbitration: weighted_round_robin   # round_robin (default) | weighted_round_robin: CAP.AMS bit 0
 //! service: {slots: 256, dies: 128, read_us: 15, …}   # how long commands take: crate::service
+//! power: {loss_protection: false, awupf: 7, ready_ms: {clean: 800, dirty: 2400, per_tib: 150}}   # crate::subsystem::power
 //! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, format_nvm, namespace_management]
 //! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]   # also ms: 8, extended: true
 //! quirks: []
@@ -26,6 +27,7 @@
 
 use crate::controller::ControllerConfig;
 use crate::service::ServiceModel;
+use crate::subsystem::power::PowerModel;
 use nvme::spec::identify::DeallocatedRead;
 use nvme::spec::Version;
 use serde::Deserialize;
@@ -73,6 +75,9 @@ pub struct Profile {
     pub arbitration: ArbitrationSetting,
     /// How long commands take (`None`: every command completes at its doorbell write).
     pub service: Option<ServiceModel>,
+    /// What a power loss takes and how long the drive takes to come back
+    /// ([`crate::subsystem::power`]); defaults when the profile has no `power:` section.
+    pub power: PowerModel,
     pub optional_commands: Vec<OptionalCommand>,
     /// The namespaces present when the drive is first powered, NSIDs 1, 2, … in order.
     pub namespaces: Vec<InitialNamespace>,
@@ -242,6 +247,8 @@ struct ProfileFile {
     #[serde(default)]
     arbitration: ArbitrationSetting,
     service: Option<Spanned<ServiceModel>>,
+    #[serde(default)]
+    power: PowerModel,
     #[serde(default)]
     optional_commands: Vec<OptionalCommand>,
     namespaces: Option<Spanned<Vec<Spanned<InitialNamespace>>>>,
@@ -593,6 +600,7 @@ impl ProfileFile {
             dlfeat: self.dlfeat.value,
             arbitration: self.arbitration,
             service: self.service.map(|s| s.value),
+            power: self.power,
             optional_commands,
             namespaces,
             quirks,

@@ -121,6 +121,10 @@ impl Subsystem {
         } else {
             FlushBroadcast::NotIndicated
         });
+        // AWUN = AWUPF: a write within the power-fail unit is atomic in normal operation
+        // too (commands execute one at a time here).
+        id.awupf = p.power.awupf;
+        id.awun = id.awupf;
         // SUBNQN: NVMe 1.2.1 and later.
         if self.version() >= Version::V1_2_1 {
             id.subnqn = self.subnqn();

@@ -10,6 +10,7 @@
 //! - [`media`]: sparse byte store; [`namespace`]: LBAs, formats, allocation state.
 //! - [`identify`], [`log`], [`features`], [`manage`]: the admin commands.
 //! - [`io`]: the NVM commands and the data path.
+//! - [`power`]: what a power loss takes back, the power counters and ready times.
 //! - [`testing`]: a host-memory data pointer for tests without the queue engine.
 
 pub mod features;
@@ -19,6 +20,7 @@ pub mod log;
 pub mod manage;
 pub mod media;
 pub mod namespace;
+pub mod power;
 pub mod quirk;
 pub mod testing;
 

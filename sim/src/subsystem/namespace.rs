@@ -105,6 +105,24 @@ impl Layout {
     }
 }
 
+/// One block as the namespace holds it (data, metadata, allocation, Write Uncorrectable
+/// mark): what a change replaced, kept so that a power loss can take the change back
+/// ([`super::power`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockState {
+    data: Vec<u8>,
+    metadata: Vec<u8>,
+    allocated: bool,
+    uncorrectable: bool,
+}
+
+impl BlockState {
+    /// Bytes of memory the copy takes.
+    pub fn bytes(&self) -> u64 {
+        (self.data.len() + self.metadata.len()) as u64
+    }
+}
+
 /// One allocated namespace.
 pub struct Namespace {
     pub nsid: u32,
@@ -256,6 +274,31 @@ impl Namespace {
         }
     }
 
+    /// Block `lba` as it is now (LBA n at byte n × the stride; the quirks that misaddress
+    /// LBAs are not modelled across a power loss).
+    pub fn block_state(&self, lba: u64) -> BlockState {
+        let size = self.format.data_size as u64;
+        let offset = lba * self.lba_stride;
+        let mut data = vec![0u8; size.min(self.data.size().saturating_sub(offset)) as usize];
+        let ms = self.format.ms as u64;
+        let mut metadata = vec![0u8; ms.min(self.metadata.size().saturating_sub(lba * ms)) as usize];
+        // Inside the media by construction (lengths clamped above).
+        let _ = self.data.read(offset, &mut data);
+        let _ = self.metadata.read(lba * ms, &mut metadata);
+        BlockState { data, metadata, allocated: self.allocated.get(lba), uncorrectable: self.any_uncorrectable(lba, 1) }
+    }
+
+    /// Puts block `lba` back as `state` recorded it.
+    pub fn restore_block(&mut self, lba: u64, state: &BlockState) {
+        let _ = self.data.write(lba * self.lba_stride, &state.data);
+        let _ = self.metadata.write(lba * self.format.ms as u64, &state.metadata);
+        self.allocated.set_range(lba, 1, state.allocated);
+        self.clear_uncorrectable(lba, 1);
+        if state.uncorrectable {
+            self.uncorrectable.insert(lba, lba + 1);
+        }
+    }
+
     /// Takes over `old`'s stored bytes where the two overlap (quirk
     /// `create-keeps-old-media`): blocks never written read as what `old` held there.
     pub fn inherit_media(&mut self, old: Namespace) {
@@ -295,6 +338,10 @@ impl Bitmap {
 
     fn count(&self) -> u64 {
         self.ones
+    }
+
+    fn get(&self, bit: u64) -> bool {
+        self.words.get((bit / 64) as usize).is_some_and(|w| w >> (bit % 64) & 1 == 1)
     }
 
     /// Sets or clears `len` bits from `start` (clamped to the map).
