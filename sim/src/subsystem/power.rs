@@ -20,8 +20,8 @@
 //! change puts back its blocks unless a newer kept change covers them. A change of at
 //! most AWUPF + 1 blocks (Identify Controller AWUPF, 0's based; NVMe 1.4 §6.4 "Atomic
 //! Operations") is kept or lost whole; a larger one block by block (it may tear, at block
-//! granularity). The choices come from a PRNG seeded by the profile name and the number
-//! of power cycles, so the same host commands give the same losses run after run.
+//! granularity). Which changes are kept is the caller's `keep` (to be a PRNG seeded so
+//! that the same host commands give the same losses run after run).
 //!
 //! The SMART / Health log counts Power Cycles and Unsafe Shutdowns (a power loss without
 //! a completed shutdown, Figure 196); after power-on the controller is ready
@@ -248,25 +248,6 @@ impl WriteBack {
         }
         self.dirty_bytes = 0;
         loss
-    }
-}
-
-/// The PRNG behind the choices of a power cut: xorshift64* (no dependency; the simulator
-/// reads neither the wall clock nor a thread RNG).
-#[derive(Debug)]
-pub struct CutRng(u64);
-
-impl CutRng {
-    pub fn new(seed: u64) -> CutRng {
-        CutRng(seed | 1)
-    }
-
-    /// True or false, half and half.
-    pub fn coin(&mut self) -> bool {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 63 == 1
     }
 }
 
