@@ -96,7 +96,7 @@ pub fn stamp_blocks(q: &mut IoQueuePair<'_>, blocks: u64, depth: usize) -> Resul
 pub struct ReadLoop {
     blocks: u64,
     depth: usize,
-    rng: u64,
+    rng: crate::rng::Rng,
     lba_of_cid: Vec<u64>,
     /// Reads that completed with an error status or returned another block.
     pub bad: u64,
@@ -104,15 +104,12 @@ pub struct ReadLoop {
 
 impl ReadLoop {
     pub fn new(blocks: u64, depth: usize) -> Self {
-        ReadLoop { blocks, depth, rng: 0x9e37_79b9_7f4a_7c15, lba_of_cid: vec![0; 65536], bad: 0 }
+        ReadLoop { blocks, depth, rng: crate::rng::Rng::new(0x9e37_79b9_7f4a_7c15), lba_of_cid: vec![0; 65536], bad: 0 }
     }
 
     /// xorshift64*: cheap random LBAs.
     fn next_lba(&mut self) -> u64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) % self.blocks
+        self.rng.next_u64() % self.blocks
     }
 
     /// Reads for at least `until` (wall time), then drains what is still in flight so

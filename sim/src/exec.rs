@@ -107,6 +107,10 @@ pub struct ControllerContext {
     /// Set by the command set to say the controller hit a fatal error on this command
     /// (for quirks): the engine sets CSTS.CFS and posts no completion, until a reset.
     pub fatal: bool,
+    /// Set by the command set when the command changed blocks a power loss could still
+    /// take back: the engine hands it to [`CommandSet::change_completed`] when it posts
+    /// the command's completion (never, if it does not).
+    pub change: Option<u64>,
 }
 
 /// The admin and NVM command set of the subsystem. Queue-management commands (Create /
@@ -130,4 +134,24 @@ pub trait CommandSet {
     /// power-on and after every Controller Reset. A compliant command set has nothing to
     /// do (attachments, formats and data persist across resets, §5.19, §7.3.2).
     fn controller_enabled(&mut self, _cntlid: u16) {}
+
+    /// The completion of the command whose [`ControllerContext::change`] was `token` was
+    /// posted: the host may now count on it as the command set's power model says.
+    fn change_completed(&mut self, _token: u64) {}
+
+    /// The host requested a shutdown (CC.SHN 01b or 10b, §7.6.2). True when shutdown
+    /// processing completes (CSTS.SHST 10b); a command set with nothing cached has
+    /// nothing to do.
+    fn shutdown(&mut self, _cntlid: u16) -> bool {
+        true
+    }
+
+    /// The power went: what was not durable is lost (random choices drawn from `seed`).
+    fn power_cut(&mut self, _seed: u64) {}
+
+    /// The power came back. Returns the milliseconds from now until a controller may
+    /// become ready (CSTS.RDY after CC.EN).
+    fn power_on(&mut self) -> u64 {
+        0
+    }
 }

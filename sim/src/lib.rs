@@ -11,6 +11,7 @@
 //! - [`service`]: the simulated clock and the service model (how long commands take).
 //! - [`subsystem`]: the NVM subsystem: namespaces, media, the admin and NVM commands
 //!   they answer, profiles and quirks.
+//! - [`rng`]: the seeded pseudo-random generator behind every random choice the drive makes.
 //! - [`bench`]: for benchmarks: the bare driver's read loop and a RAM command set.
 
 pub mod bench;
@@ -18,6 +19,7 @@ pub mod controller;
 pub mod exec;
 pub mod pci;
 pub mod profile;
+pub mod rng;
 pub mod service;
 pub mod subsystem;
 

@@ -11,11 +11,13 @@
 //!
 //! BAR0 holds the controller's registers and doorbells (see [`crate::controller`]).
 //! With Memory Space Enable clear, BAR0 reads return all ones and writes are dropped, as
-//! an unclaimed access looks to software.
+//! an unclaimed access looks to software; so do configuration reads and every access
+//! while the drive is powered off ([`SimTransport::power_cut`] to
+//! [`SimTransport::power_on`]).
 
 use std::sync::{Arc, Mutex};
 
-use nvme::transport::{DmaRegion, Transport, TransportError};
+use nvme::transport::{DmaRegion, PowerMethod, PowerSwitch, Transport, TransportError};
 
 use crate::controller::Controller;
 pub use crate::controller::{ControllerConfig, FetchTrace, SharedCommandSet};
@@ -142,6 +144,8 @@ pub struct SimTransport {
     controller: Controller,
     dma: DmaRegion,
     bar0_size: u64,
+    /// Between a power cut and power-on.
+    off: bool,
 }
 
 impl SimTransport {
@@ -178,7 +182,7 @@ impl SimTransport {
         let bar0_size = config.bar0_size();
         let name = format!("sim:{}", config.name);
         let controller = Controller::with_clock(config, command_set, clock);
-        SimTransport { name, config_space, controller, dma, bar0_size }
+        SimTransport { name, config_space, controller, dma, bar0_size, off: false }
     }
 
     /// The subsystem's clock.
@@ -196,6 +200,32 @@ impl SimTransport {
         let clock = self.controller.clock().clone();
         clock.advance(target);
         self.controller.run_until(clock.now(), &self.dma);
+    }
+
+    /// Cuts the drive's power at this instant of the simulated clock: the controller's
+    /// state and everything in flight gone, the command set losing what was not durable
+    /// (random choices drawn from `seed`), every access reading all ones until
+    /// [`Self::power_on`]. One port's cut is the whole subsystem's: a drive with other
+    /// ports is cut through each of them.
+    pub fn power_cut(&mut self, seed: u64) {
+        self.controller.catch_up(&self.dma);
+        self.controller.power_cut(seed);
+        self.off = true;
+    }
+
+    /// Power back: configuration space at its initial values, the controller reset and
+    /// ready (after CC.EN) once the profile's ready time has passed on the clock.
+    pub fn power_on(&mut self) {
+        if !std::mem::take(&mut self.off) {
+            return;
+        }
+        self.config_space = ConfigSpace::new(self.controller.config());
+        self.controller.power_on();
+    }
+
+    /// Whether the drive is powered.
+    pub fn powered(&self) -> bool {
+        !self.off
     }
 
     /// The controller behind BAR0 (its context, counters and command set).
@@ -252,11 +282,17 @@ impl Transport for SimTransport {
 
     fn config_read32(&mut self, offset: u16) -> Result<u32, TransportError> {
         let at = Self::config_offset(offset)?;
+        if self.off {
+            return Ok(u32::MAX);
+        }
         Ok(self.config_space.read(at))
     }
 
     fn config_write32(&mut self, offset: u16, value: u32) -> Result<(), TransportError> {
         let at = Self::config_offset(offset)?;
+        if self.off {
+            return Ok(());
+        }
         if at == cfg::PCIE_DEVICE_CONTROL && value & DEVICE_CONTROL_INITIATE_FLR != 0 {
             self.function_level_reset();
             return Ok(());
@@ -272,7 +308,7 @@ impl Transport for SimTransport {
     fn mmio_read32(&mut self, offset: u64) -> Result<u32, TransportError> {
         self.bar0_offset(offset)?;
         self.controller.catch_up(&self.dma);
-        if !self.memory_space_enabled() {
+        if self.off || !self.memory_space_enabled() {
             return Ok(u32::MAX);
         }
         Ok(self.controller.mmio_read(offset))
@@ -281,7 +317,7 @@ impl Transport for SimTransport {
     fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), TransportError> {
         self.bar0_offset(offset)?;
         self.controller.catch_up(&self.dma);
-        if self.memory_space_enabled() {
+        if !self.off && self.memory_space_enabled() {
             self.controller.mmio_write(offset, value, &self.dma);
         }
         Ok(())
@@ -320,5 +356,26 @@ impl Transport for SimTransport {
 
     fn simulated_clock(&self) -> bool {
         true
+    }
+
+    fn power(&mut self) -> Option<&mut dyn PowerSwitch> {
+        Some(self)
+    }
+}
+
+/// The simulated drive's power: an instant cut on its clock ([`SimTransport::power_cut`]).
+impl PowerSwitch for SimTransport {
+    fn method(&self) -> PowerMethod {
+        PowerMethod::Cut
+    }
+
+    fn off(&mut self, seed: u64) -> Result<(), TransportError> {
+        self.power_cut(seed);
+        Ok(())
+    }
+
+    fn on(&mut self) -> Result<(), TransportError> {
+        self.power_on();
+        Ok(())
     }
 }

@@ -158,7 +158,7 @@ pub struct Media {
     model: ServiceModel,
     /// Reads suspend programs (the model's `read_priority`, unless a quirk says no).
     priority: bool,
-    rng: u64,
+    rng: crate::rng::Rng,
     /// Per die: when the reads already reserved end, and when its programs end.
     read_free: Vec<u64>,
     program_free: Vec<u64>,
@@ -183,7 +183,7 @@ impl Media {
         let dies = model.dies.max(1) as usize;
         Media {
             priority: model.read_priority && !queued_reads,
-            rng: model.seed | 1,
+            rng: crate::rng::Rng::new(model.seed),
             read_free: vec![0; dies],
             program_free: vec![0; dies],
             read_link: 0,
@@ -212,12 +212,8 @@ impl Media {
         }
     }
 
-    /// xorshift64*, in [0, 1).
     fn uniform(&mut self) -> f64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+        self.rng.uniform()
     }
 
     fn transfer_ns(bytes: u64, mb_s: u32) -> u64 {

@@ -105,6 +105,22 @@ pub struct Controller {
     /// Asynchronous Event Requests the caller asked to keep outstanding.
     aer_target: u16,
     state: State,
+    /// Nanoseconds from the CC.EN write to CSTS.RDY at the last bring-up.
+    last_ready_ns: Option<u64>,
+    /// How long a bring-up waits for CSTS.RDY beyond CAP.TO (after power-on, so that a
+    /// late drive is measured rather than given up on).
+    ready_grace: Duration,
+}
+
+/// What a power-on took, on the target's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PowerOn {
+    /// From the CC.EN write to CSTS.RDY: what CAP.TO bounds (Figure 79).
+    pub ready_ns: u64,
+    /// From power-on to the controller brought up (CSTS.RDY, I/O queues created).
+    pub since_power_on_ns: u64,
+    /// The switch used.
+    pub method: crate::transport::PowerMethod,
 }
 
 impl Controller {
@@ -129,6 +145,8 @@ impl Controller {
             queues_allocated: (0, 0),
             aer_target: 0,
             state: State::Disabled,
+            last_ready_ns: None,
+            ready_grace: Duration::ZERO,
         };
         ctrl.enable()?;
         Ok(ctrl)
@@ -258,7 +276,8 @@ impl Controller {
             if done(csts) {
                 return Ok(csts);
             }
-            if self.transport.now_ns().saturating_sub(start) > bound.as_nanos() as u64 {
+            let deadline = start.saturating_add(bound.as_nanos() as u64);
+            if self.transport.now_ns() > deadline {
                 return Err(DeviceError::Driver(format!(
                     "{what}: not within {} ms (CAP.TO {}); CSTS = {:#x}",
                     bound.as_millis(),
@@ -266,7 +285,8 @@ impl Controller {
                     csts.into_bits()
                 )));
             }
-            self.transport.idle()?;
+            // Never past the deadline: a simulated clock would jump over it to the event.
+            self.transport.idle_until(deadline.saturating_add(1))?;
             spins += 1;
             if spins > 100 && !self.transport.simulated_clock() {
                 std::thread::sleep(Duration::from_micros(100));
@@ -357,7 +377,10 @@ impl Controller {
         // CSS = NVM (000b), MPS = 0 (4 KiB), AMS as asked, IOSQES = 6, IOCQES = 4.
         let cc = Cc::new().with_css(0).with_mps(0).with_ams(ams.ams()).with_iosqes(6).with_iocqes(4).with_en(true);
         self.transport.mmio_write32(offset::CC, cc.into_bits())?;
-        let csts = self.wait_csts("CSTS.RDY to set after CC.EN = 1", self.ready_bound(), |c| c.rdy() || c.cfs())?;
+        let enabled_at = self.transport.now_ns();
+        let bound = self.ready_bound() + self.ready_grace;
+        let csts = self.wait_csts("CSTS.RDY to set after CC.EN = 1", bound, |c| c.rdy() || c.cfs())?;
+        self.last_ready_ns = Some(self.transport.now_ns().saturating_sub(enabled_at));
         if csts.cfs() {
             return Err(DeviceError::Driver(format!(
                 "controller fatal status (CSTS.CFS) after enabling; CSTS = {:#x}",
@@ -547,6 +570,45 @@ impl Controller {
         let bound = Duration::from_millis(self.cap.timeout_ms().max(1000));
         self.wait_csts("CSTS.SHST to report shutdown complete", bound, |c| c.shst() == 0b10)?;
         Ok(())
+    }
+
+    /// Nanoseconds from the CC.EN write to CSTS.RDY at the last bring-up.
+    pub fn last_ready_ns(&self) -> Option<u64> {
+        self.last_ready_ns
+    }
+
+    /// Whether the target can switch the drive's power, and how.
+    pub fn power_method(&mut self) -> Option<crate::transport::PowerMethod> {
+        self.transport.power().map(|p| p.method())
+    }
+
+    /// Cuts the drive's power now, whatever is in flight: every queue is forgotten (its
+    /// commands never complete). `seed` draws what a simulated drive loses.
+    pub fn power_off(&mut self, seed: u64) -> Result<(), DeviceError> {
+        let Some(switch) = self.transport.power() else {
+            return Err(DeviceError::Unsupported("the target has no power switch".into()));
+        };
+        switch.off(seed)?;
+        self.state = State::Disabled;
+        self.forget_queues();
+        Ok(())
+    }
+
+    /// Powers the drive on and brings the controller up again, waiting for CSTS.RDY up to
+    /// `grace` beyond CAP.TO so that a late drive is measured, not given up on.
+    pub fn power_on(&mut self, grace: Duration) -> Result<PowerOn, DeviceError> {
+        let Some(switch) = self.transport.power() else {
+            return Err(DeviceError::Unsupported("the target has no power switch".into()));
+        };
+        let method = switch.method();
+        switch.on()?;
+        let on_at = self.transport.now_ns();
+        self.ready_grace = grace;
+        let result = self.enable();
+        self.ready_grace = Duration::ZERO;
+        result?;
+        let ready_ns = self.last_ready_ns.unwrap_or(0);
+        Ok(PowerOn { ready_ns, since_power_on_ns: self.transport.now_ns().saturating_sub(on_at), method })
     }
 
     /// Shuts the controller down and gives the transport back.

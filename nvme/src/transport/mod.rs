@@ -81,6 +81,34 @@ pub trait Transport: Send {
     fn simulated_clock(&self) -> bool {
         false
     }
+
+    /// The drive's power switch, when the target has one (the simulated drive; QEMU, by
+    /// killing and restarting it; a rig on a hardware runner).
+    fn power(&mut self) -> Option<&mut dyn PowerSwitch> {
+        None
+    }
+}
+
+/// How a target switches a drive's power off and on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PowerMethod {
+    /// The drive loses power at once: its volatile state is gone.
+    Cut,
+    /// The function is removed from the bus and found again (PCI remove / rescan): the
+    /// drive may keep power, so it proves less than a cut; verdicts say so.
+    RemoveRescan,
+}
+
+/// A target's power switch: off at an instant, on again. Between the two the function
+/// does not answer (configuration and BAR0 read all ones).
+pub trait PowerSwitch {
+    fn method(&self) -> PowerMethod;
+
+    /// Power off now. `seed` draws what a simulated drive loses (others ignore it).
+    fn off(&mut self, seed: u64) -> Result<(), TransportError>;
+
+    /// Power on; the controller is to be brought up again from its reset state.
+    fn on(&mut self) -> Result<(), TransportError>;
 }
 
 /// Nanoseconds of monotonic wall time since the first call in this process.

@@ -164,7 +164,7 @@ impl Controller {
                 let h = self.held.remove(i);
                 let aborted = Done { status: Status::ABORTED_SQ_DELETION, dw0: 0 };
                 // A full CQ cannot take it; the command is gone with its queue either way.
-                self.post(Posting { cqid, sqid: qid, cid: h.cid, done: aborted }, dma);
+                self.post(Posting { cqid, sqid: qid, cid: h.cid, done: aborted, change: None }, dma);
             } else {
                 i += 1;
             }
@@ -186,7 +186,7 @@ impl Controller {
         let h = self.held.remove(i);
         if let Some(cqid) = self.sqs.get(h.sqid as usize).and_then(|q| q.as_ref()).map(|sq| sq.cqid) {
             let aborted = Done { status: Status::ABORT_REQUESTED, dw0: 0 };
-            self.deferred.push(Posting { cqid, sqid: h.sqid, cid: h.cid, done: aborted });
+            self.deferred.push(Posting { cqid, sqid: h.sqid, cid: h.cid, done: aborted, change: None });
         }
         Done::ok_with(Abort::completion_dw0(true))
     }
@@ -219,7 +219,7 @@ impl Controller {
             let dw0 =
                 AsyncEventCompletion { event_type: event.event_type & 7, info: event.info, log_page: event.log_page }
                     .to_dw0();
-            self.post(Posting { cqid: 0, sqid: 0, cid, done: Done::ok_with(dw0) }, dma);
+            self.post(Posting { cqid: 0, sqid: 0, cid, done: Done::ok_with(dw0), change: None }, dma);
             let t = (event.event_type & 7) as usize;
             self.masked_events |= 1 << t;
             self.masked_log_page[t] = event.log_page;

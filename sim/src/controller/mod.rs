@@ -246,6 +246,11 @@ pub struct Controller {
     /// The work of the command being executed (timed mode).
     work: Work,
     trace: Option<FetchTrace>,
+    /// When, on the clock, the controller may first become ready after power-on (0: the
+    /// drive was powered long before the host came).
+    ready_at: u64,
+    /// CC.EN was set before `ready_at`: CSTS.RDY follows at `ready_at`.
+    enabling: bool,
 }
 
 impl Controller {
@@ -292,6 +297,8 @@ impl Controller {
             timed,
             work: Work::Fixed(0),
             trace: None,
+            ready_at: 0,
+            enabling: false,
             config,
         }
     }
@@ -325,14 +332,22 @@ impl Controller {
         }
     }
 
-    /// This controller's next scheduled completion.
+    /// This controller's next scheduled event: a completion, or becoming ready.
     pub fn next_event(&self) -> Option<u64> {
-        self.timed.as_ref()?.events.peek().map(|Reverse(e)| e.at)
+        let completion = self.timed.as_ref().and_then(|t| t.events.peek().map(|Reverse(e)| e.at));
+        let ready = self.enabling.then_some(self.ready_at);
+        completion.into_iter().chain(ready).min()
     }
 
     /// Posts the completions due at or before `t`, oldest first, each freeing a slot and
     /// letting the controller fetch more at that time.
     pub fn run_until(&mut self, t: u64, dma: &DmaRegion) {
+        if self.enabling && self.ready_at <= t {
+            self.enabling = false;
+            self.become_ready();
+            self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
+            self.run_all(dma);
+        }
         loop {
             let Some(timed) = self.timed.as_mut() else { return };
             let Some(&Reverse(event)) = timed.events.peek() else { break };
@@ -352,7 +367,7 @@ impl Controller {
 
     /// Tells the clock when this controller's next event is.
     fn publish(&self) {
-        if self.timed.is_some() {
+        if self.timed.is_some() || self.enabling {
             self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
         }
     }
@@ -464,8 +479,13 @@ impl Controller {
             _ => {}
         }
         if new.shn() != 0 && old.shn() == 0 {
-            // Shutdown processing is immediate: nothing is cached, nothing in flight.
-            self.csts.set_shst(0b10);
+            // Shutdown processing (§7.6.2) is immediate: the command set writes its cache
+            // back and says whether it completed.
+            self.csts.set_shst(0b01);
+            let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if set.shutdown(self.ctx.cntlid) {
+                self.csts.set_shst(0b10);
+            }
         }
         if self.csts.rdy() {
             self.run_all(dma);
@@ -495,6 +515,17 @@ impl Controller {
         // CC.AMS is latched here: a change while CC.EN = 1 reads back but is not used
         // until the next enable (Figure 78: AMS shall only be changed while EN is 0).
         self.arbiter.enable(self.cc.ams());
+        if self.clock.now() < self.ready_at {
+            // Still coming back from power-on: CSTS.RDY at `ready_at` (run_until).
+            self.enabling = true;
+            self.publish();
+            return;
+        }
+        self.become_ready();
+    }
+
+    /// CSTS.RDY set: the command set is told.
+    fn become_ready(&mut self) {
         self.csts.set_rdy(true);
         self.csts.set_shst(0);
         let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -566,6 +597,9 @@ impl Controller {
         self.csts.set_rdy(false);
         self.csts.set_cfs(false);
         self.csts.set_shst(0);
+        if std::mem::take(&mut self.enabling) {
+            self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
+        }
     }
 
     /// A conventional reset of the controller's registers (Function Level Reset, or the
@@ -585,6 +619,27 @@ impl Controller {
     pub fn nvm_subsystem_reset(&mut self) {
         self.reset_registers();
         self.csts.set_nssro(true);
+    }
+
+    /// The power went (the PCI function's side is [`crate::pci::SimTransport::power_cut`]):
+    /// every register to its default, every queue and command in flight gone, and the
+    /// command set told (what was not durable lost as draws from `seed` say).
+    pub fn power_cut(&mut self, seed: u64) {
+        self.reset_registers();
+        self.csts.set_nssro(false);
+        self.bus_master = false;
+        let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        set.power_cut(seed);
+    }
+
+    /// The power came back: the controller may become ready once the command set's
+    /// ready time has passed on the clock.
+    pub fn power_on(&mut self) {
+        let ms = {
+            let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            set.power_on()
+        };
+        self.ready_at = self.clock.now().saturating_add(ms.saturating_mul(1_000_000));
     }
 
     /// Runs every submission queue that has entries waiting.

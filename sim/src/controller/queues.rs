@@ -118,6 +118,9 @@ pub(super) struct Posting {
     pub sqid: u16,
     pub cid: u16,
     pub done: Done,
+    /// The command's change the command set is told of when this is posted
+    /// ([`crate::exec::ControllerContext::change`]).
+    pub change: Option<u64>,
 }
 
 impl Controller {
@@ -199,7 +202,8 @@ impl Controller {
         }
         while let Some((cqid, cmd)) = self.fetch(qid, dma) {
             if let Some(done) = self.execute(qid, &cmd, dma) {
-                let posting = Posting { cqid, sqid: qid, cid: cmd.cid, done };
+                let change = self.ctx.change.take();
+                let posting = Posting { cqid, sqid: qid, cid: cmd.cid, done, change };
                 if !self.post(posting, dma) {
                     self.deferred.push(posting);
                 }
@@ -253,12 +257,13 @@ impl Controller {
                 trace.lock().unwrap_or_else(|p| p.into_inner()).push(qid);
             }
             let Some(done) = self.execute(qid, &cmd, dma) else { continue };
+            let change = self.ctx.change.take();
             let work = if done.status.is_success() { self.work } else { Work::Fixed(crate::service::OTHER_US) };
             let at = {
                 let mut guard = self.clock.media();
                 guard.media().map_or(now, |m| m.serve(now, work))
             };
-            let posting = Posting { cqid, sqid: qid, cid: cmd.cid, done };
+            let posting = Posting { cqid, sqid: qid, cid: cmd.cid, done, change };
             if let Some(t) = self.timed.as_mut() {
                 t.free -= 1;
                 t.seq += 1;
@@ -337,6 +342,10 @@ impl Controller {
             cq.phase = !cq.phase;
         }
         self.stats.posted += 1;
+        if let Some(token) = p.change {
+            let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            set.change_completed(token);
+        }
         true
     }
 
@@ -367,10 +376,13 @@ impl Controller {
             }
         };
         if std::mem::take(&mut self.ctx.fatal) {
+            // A command never completed leaves its change in flight for good.
+            self.ctx.change = None;
             self.csts.set_cfs(true);
             return None;
         }
         if std::mem::take(&mut self.ctx.hold_completion) {
+            self.ctx.change = None;
             self.held.push(Held { sqid, cid: cmd.cid });
             return None;
         }

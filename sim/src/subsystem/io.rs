@@ -98,17 +98,22 @@ impl Subsystem {
         }
     }
 
-    /// Flush (§6.8). NSID FFFFFFFFh flushes every attached namespace on 1.4, whose VWC
-    /// bits 2:1 report 11b; on earlier versions it is not a namespace.
+    /// Flush (§6.8): every Write completed to the namespace is made durable
+    /// ([`super::power`]). NSID FFFFFFFFh flushes every attached namespace on 1.4, whose
+    /// VWC bits 2:1 report 11b; on earlier versions it is not a namespace.
     fn flush(&mut self, cmd: &Command) -> Done {
         if cmd.nsid == NSID_ALL && self.version() >= Version::V1_4 {
+            self.flush_cache(None);
             return Done::ok();
         }
         match self.io_target(cmd.nsid) {
             // Quirk `flush-rejected` (§6.8 broken).
             Ok(Target::Namespace(_)) if self.quirks.has(Quirk::FlushRejected) => Done::err(Status::INVALID_FIELD),
-            // The media is the simulator's memory: nothing volatile is left to write back.
-            Ok(_) => Done::ok(),
+            Ok(Target::Namespace(nsid)) => {
+                self.flush_cache(Some(nsid));
+                Done::ok()
+            }
+            Ok(Target::Nothing) => Done::ok(),
             Err(s) => Done::err(s),
         }
     }
@@ -181,9 +186,10 @@ impl Subsystem {
         }
     }
 
-    /// Write (§6.15). FUA (CDW12 bit 30) needs nothing more: the media is never volatile.
+    /// Write (§6.15). What it replaces goes into the write-back log first, durable at
+    /// completion with FUA (CDW12 bit 30) or without a volatile write cache.
     fn write(&mut self, cmd: &Command, data: &dyn DataPointer) -> Done {
-        let _fua = LbaFields::from_command(cmd).fua;
+        let fua = LbaFields::from_command(cmd).fua;
         let (target, nlb, past_end) = match self.rw_checks(cmd) {
             Ok(t) => t,
             Err(s) => return Done::err(s),
@@ -198,6 +204,7 @@ impl Subsystem {
             self.keep_stale(nsid, slba, nlb);
         }
         let keep_metadata = !self.quirks.has(Quirk::MetadataNotKept);
+        self.begin_write(nsid, slba, nlb, fua);
         let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         let len = nlb * ns.format.host_block_size();
         let mut result = host_to_media(ns, slba, len, data);
@@ -335,6 +342,7 @@ impl Subsystem {
             Ok(true) => return Done::ok(),
             Err(s) => return Done::err(s),
         }
+        self.settle(nsid, slba, nlb);
         let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         ns.mark_uncorrectable(slba, nlb);
         self.health.host_write_commands += 1;
@@ -365,11 +373,12 @@ impl Subsystem {
             Ok(true) => return Done::ok(),
             Err(s) => return Done::err(s),
         }
-        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         if ignored {
             // Quirk `write-zeroes-ignored`: success, data left in place (§6.16 broken).
             return Done::ok();
         }
+        self.settle(nsid, slba, nlb);
+        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         let result = if deac {
             ns.deallocate(slba, nlb, false)
         } else {
@@ -428,6 +437,12 @@ impl Subsystem {
         // Quirk `deallocate-wipes-neighbour`: one block more than asked (§6.7.1.1 broken).
         let blocks: Vec<(u64, u64)> =
             ranges.iter().take(take).map(|r| (r.slba, r.length as u64 + wipe_next as u64)).collect();
+        if !no_action {
+            for (slba, nlb) in &blocks {
+                self.settle(nsid, *slba, *nlb);
+            }
+        }
+        let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         for (index, (slba, nlb)) in blocks.iter().enumerate() {
             if *slba >= ns.nsze {
                 continue;

@@ -160,7 +160,8 @@ impl Subsystem {
         log.data_units_written = U128::new((h.bytes_written / 512).div_ceil(1000));
         log.host_read_commands = U128::new(h.host_read_commands);
         log.host_write_commands = U128::new(h.host_write_commands);
-        log.power_cycles = U128::new(1);
+        log.power_cycles = U128::new(h.power_cycles);
+        log.unsafe_shutdowns = U128::new(h.unsafe_shutdowns);
         log.media_errors = U128::new(h.media_errors);
         log.error_log_entries = U128::new(self.controller.errors.count() as u128);
         log

@@ -131,6 +131,7 @@ impl Subsystem {
         };
         for nsid in victims {
             let was_active = self.is_active(nsid);
+            self.power.writeback.forget(nsid);
             if let Some(old) = self.namespaces.get_mut(nsid as usize - 1).and_then(Option::take) {
                 if self.quirks.has(Quirk::CreateKeepsOldMedia) {
                     self.recycled = Some(old);
@@ -211,6 +212,9 @@ impl Subsystem {
             changes.push(*id);
         }
         let lose_data = !attach && !changes.is_empty() && self.quirks.has(Quirk::DetachLosesData);
+        if lose_data {
+            self.power.writeback.forget(nsid);
+        }
         let Some(ns) = self.namespace_mut(nsid) else { return Err(Status::INVALID_FIELD) };
         if lose_data {
             // Quirk: detaching deallocates every block (§8.11 / §5.19 broken).
@@ -325,6 +329,7 @@ impl Subsystem {
                 continue;
             }
             ns.reformat(format, nsze, stride, fill);
+            self.power.writeback.forget(nsid);
             if changed {
                 self.namespace_changed(&mut ctx.events, nsid);
             }

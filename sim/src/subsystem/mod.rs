@@ -10,7 +10,8 @@
 //! - [`media`]: sparse byte store; [`namespace`]: LBAs, formats, allocation state.
 //! - [`identify`], [`log`], [`features`], [`manage`]: the admin commands.
 //! - [`io`]: the NVM commands and the data path.
-//! - [`power`]: what a power loss takes back, the power counters and ready times.
+//! - [`power`]: what a power loss takes back, the power counters and ready times;
+//!   [`power_cycle`]: the commands, shutdown, power cut and power-on acting on it.
 //! - [`testing`]: a host-memory data pointer for tests without the queue engine.
 
 pub mod features;
@@ -21,6 +22,7 @@ pub mod manage;
 pub mod media;
 pub mod namespace;
 pub mod power;
+pub mod power_cycle;
 pub mod quirk;
 pub mod testing;
 
@@ -57,6 +59,10 @@ pub struct Health {
     pub host_write_commands: u128,
     /// Unrecovered data integrity errors reported (Unrecovered Read Error).
     pub media_errors: u128,
+    /// Power Cycles: 1 for the first power-on, then one per power-on after a cut.
+    pub power_cycles: u128,
+    /// Unsafe Shutdowns: power lost without a completed shutdown (CSTS.SHST 10b).
+    pub unsafe_shutdowns: u128,
 }
 
 /// A simulated NVM subsystem with one controller.
@@ -84,6 +90,7 @@ pub struct Subsystem {
     /// bytes), returned once by the next read of it.
     stale: Vec<(u32, u64, Vec<u8>)>,
     health: Health,
+    power: power_cycle::PowerState,
 }
 
 /// Why a subsystem could not be built from a profile.
@@ -128,7 +135,8 @@ impl Subsystem {
             recycled: None,
             late_attached: Vec::new(),
             stale: Vec::new(),
-            health: Health::default(),
+            health: Health { power_cycles: 1, ..Health::default() },
+            power: power_cycle::PowerState::default(),
         };
         let initial = sub.profile.namespaces.clone();
         for (i, ns) in initial.iter().enumerate() {
@@ -331,9 +339,27 @@ impl CommandSet for Subsystem {
         self.record(cmd, done)
     }
 
-    fn io(&mut self, _ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
+    fn io(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
         let done = self.nvm_command(cmd, data);
+        ctx.change = self.power.pending.take();
         self.record(cmd, done)
+    }
+
+    fn change_completed(&mut self, token: u64) {
+        let cache_bytes = self.cache_bytes();
+        self.power.writeback.completed(token, cache_bytes);
+    }
+
+    fn shutdown(&mut self, _cntlid: u16) -> bool {
+        self.shut_down()
+    }
+
+    fn power_cut(&mut self, seed: u64) {
+        self.cut_power(seed);
+    }
+
+    fn power_on(&mut self) -> u64 {
+        Subsystem::power_on(self)
     }
 
     fn work(&self, cmd: &Command) -> crate::service::Work {

@@ -2,9 +2,12 @@
 //! long it takes to come back (a profile's `power:` section, [`PowerModel`]).
 //!
 //! The simulator's media are memory, written when a command executes. What a real drive
-//! could still lose is kept as a log of *changes* ([`WriteBack`]): for every command that
-//! changes blocks (Write, Write Zeroes, Write Uncorrectable, a Dataset Management
-//! deallocate), the blocks as they were before it ([`BlockState`]), in submission order.
+//! could still lose is kept as a log of *changes* ([`WriteBack`]): for every Write, the
+//! blocks as they were before it ([`BlockState`]), in submission order. Write Zeroes,
+//! Write Uncorrectable and a Dataset Management deallocate are durable as they execute
+//! (a drive may persist them at once; this model does, so that a deallocate of a whole
+//! namespace costs no copy of it): they *settle* their blocks, which no older lost
+//! change may put back ([`WriteBack::settle`]).
 //! A change is *durable* once the drive may no longer lose it:
 //!
 //! - at its completion, when the volatile write cache is absent or disabled (Feature 06h
@@ -26,7 +29,7 @@
 //! The SMART / Health log counts Power Cycles and Unsafe Shutdowns (a power loss without
 //! a completed shutdown, Figure 196); after power-on the controller is ready
 //! `ready_ms.clean` or `ready_ms.dirty` (after an unsafe shutdown) plus `ready_ms.per_tib`
-//! per TiB of capacity later, on the simulated clock, which CAP.TO bounds (Figure 78).
+//! per TiB of capacity later, on the simulated clock, which CAP.TO bounds (Figure 79).
 
 use super::namespace::BlockState;
 use serde::Deserialize;
@@ -87,8 +90,9 @@ impl PowerModel {
 struct Change {
     nsid: u32,
     slba: u64,
-    /// The blocks from `slba` as they were before the change.
-    before: Vec<BlockState>,
+    /// The blocks from `slba` as they were before the change; `None` for a block a later
+    /// durable change settled.
+    before: Vec<Option<BlockState>>,
     completed: bool,
     durable: bool,
     /// Durable as soon as it completes (no cache, FUA, power-loss protection).
@@ -97,7 +101,7 @@ struct Change {
 
 impl Change {
     fn bytes(&self) -> u64 {
-        self.before.iter().map(BlockState::bytes).sum()
+        self.before.iter().flatten().map(BlockState::bytes).sum()
     }
 }
 
@@ -130,6 +134,7 @@ impl WriteBack {
     /// names it at completion.
     pub fn begin(&mut self, nsid: u32, slba: u64, before: Vec<BlockState>, durable_at_completion: bool) -> u64 {
         self.next_token += 1;
+        let before = before.into_iter().map(Some).collect();
         let change = Change { nsid, slba, before, completed: false, durable: false, durable_at_completion };
         self.changes.insert(self.next_token, change);
         self.next_token
@@ -171,6 +176,26 @@ impl WriteBack {
             self.changes.values().filter(|c| c.nsid == nsid && c.completed && !c.durable).map(Change::bytes).sum();
         self.dirty_bytes -= freed;
         self.changes.retain(|_, c| c.nsid != nsid);
+    }
+
+    /// `nlb` blocks from `slba` of `nsid` were changed durably (a deallocate, Write Zeroes,
+    /// Write Uncorrectable): no older change may put them back.
+    pub fn settle(&mut self, nsid: u32, slba: u64, nlb: u64) {
+        let end = slba.saturating_add(nlb);
+        for change in self.changes.values_mut().filter(|c| c.nsid == nsid && !c.durable) {
+            let change_end = change.slba + change.before.len() as u64;
+            if change.slba >= end || change_end <= slba {
+                continue;
+            }
+            let (from, to) = (slba.max(change.slba) - change.slba, end.min(change_end) - change.slba);
+            for block in &mut change.before[from as usize..to as usize] {
+                if let Some(state) = block.take() {
+                    if change.completed {
+                        self.dirty_bytes -= state.bytes();
+                    }
+                }
+            }
+        }
     }
 
     /// Changes the drive could still lose.
@@ -227,6 +252,7 @@ impl WriteBack {
             let (mut kept, mut lost) = (0u64, 0u64);
             for (i, before) in change.before.iter().enumerate() {
                 let address = (change.nsid, change.slba + i as u64);
+                let Some(before) = before else { continue };
                 if whole.unwrap_or_else(&mut *keep) {
                     kept += 1;
                     settled.insert(address);
@@ -348,6 +374,20 @@ mod tests {
         cut(&mut ns, &mut log, 1, &mut || false);
         let bytes: Vec<u8> = (0..4).map(|l| byte_at(&ns, l)).collect();
         assert_eq!(bytes, [0x40, 0x41, 0, 0]);
+    }
+
+    #[test]
+    fn a_durable_deallocate_is_not_undone_by_losing_the_write_before_it() {
+        let (mut ns, mut log) = (namespace(), WriteBack::default());
+        let t = write(&mut ns, &mut log, 0, 4, 0x55, false);
+        log.completed(t, 1 << 20);
+        ns.deallocate(1, 2, false).unwrap();
+        log.settle(1, 1, 2);
+        let loss = cut(&mut ns, &mut log, 1, &mut || false);
+        let bytes: Vec<u8> = (0..4).map(|l| byte_at(&ns, l)).collect();
+        assert_eq!(bytes, [0, 0, 0, 0]);
+        assert_eq!(loss.blocks_restored, 2, "LBAs 0 and 3 put back, 1 and 2 stay deallocated");
+        assert_eq!(ns.nuse(), 0);
     }
 
     #[test]

@@ -261,6 +261,38 @@ pub enum Quirk {
     /// arbitration burst. Breaks §4.13.1: every submission queue is served in turn with
     /// equal priority.
     RoundRobinFavoursLast,
+    /// Flush completes successfully and makes nothing durable: writes completed before it may
+    /// still be lost at a power loss. Breaks §6.8: Flush commits the data and metadata of
+    /// commands completed before it to non-volatile media.
+    FlushIgnored,
+    /// A Write with FUA completes while its data is still in the volatile write cache. Breaks
+    /// §6.15 (Figure 404, FUA): the data is written to non-volatile media before the command
+    /// completes.
+    FuaIgnored,
+    /// A write within AWUPF may tear across a power loss (some blocks new, some old). Breaks
+    /// §6.4 "Atomic Operations": after a power fail during a write of at most AWUPF + 1
+    /// blocks, reads return all old or all new data.
+    AtomicWriteTorn,
+    /// After a power loss the first block of the last Write holds bytes no host wrote.
+    /// Breaks §6.9 (a Read returns the data written to the block; a lost write leaves the
+    /// data before it, never other data).
+    ForeignDataAfterPowerLoss,
+    /// SMART / Health Power Cycles and Unsafe Shutdowns never move. Breaks Figure 196: each
+    /// counts power cycles, and power losses without a shutdown notification.
+    PowerCountersNotIncremented,
+    /// After an unsafe shutdown CSTS.RDY follows CC.EN one second later than CAP.TO allows.
+    /// Breaks Figure 79 CAP.TO: the worst-case time for CSTS.RDY to change after CC.EN.
+    ReadyAfterTimeout,
+    /// After an unsafe shutdown the controller becomes ready at three quarters of CAP.TO.
+    /// Breaks no spec rule: breaks a datasheet's ready time claim shorter than that.
+    ReadySlowAfterPowerLoss,
+    /// The profile promises power-loss protection, but completed writes still in the cache
+    /// are lost at a power cut as without it. Breaks no spec rule while VWC reports a
+    /// volatile write cache: breaks the datasheet's power-loss protection claim.
+    LossProtectionCacheLost,
+    /// After CC.SHN, CSTS.SHST stays 01b (processing) and never reports 10b. Breaks §7.6.2
+    /// and Figure 85 SHST: shutdown processing completes and is reported as 10b.
+    ShutdownStatusNeverReported,
 }
 
 impl Quirk {
@@ -332,6 +364,15 @@ impl Quirk {
         Quirk::ArbitrationFeatureNotKept,
         Quirk::CcAmsNotKept,
         Quirk::RoundRobinFavoursLast,
+        Quirk::FlushIgnored,
+        Quirk::FuaIgnored,
+        Quirk::AtomicWriteTorn,
+        Quirk::ForeignDataAfterPowerLoss,
+        Quirk::PowerCountersNotIncremented,
+        Quirk::ReadyAfterTimeout,
+        Quirk::ReadySlowAfterPowerLoss,
+        Quirk::LossProtectionCacheLost,
+        Quirk::ShutdownStatusNeverReported,
     ];
 
     /// The name a profile uses for this quirk.
@@ -403,6 +444,15 @@ impl Quirk {
             Quirk::ArbitrationFeatureNotKept => "arbitration-feature-not-kept",
             Quirk::CcAmsNotKept => "cc-ams-not-kept",
             Quirk::RoundRobinFavoursLast => "round-robin-favours-last",
+            Quirk::FlushIgnored => "flush-ignored",
+            Quirk::FuaIgnored => "fua-ignored",
+            Quirk::AtomicWriteTorn => "atomic-write-torn",
+            Quirk::ForeignDataAfterPowerLoss => "foreign-data-after-power-loss",
+            Quirk::PowerCountersNotIncremented => "power-counters-not-incremented",
+            Quirk::ReadyAfterTimeout => "ready-after-timeout",
+            Quirk::ReadySlowAfterPowerLoss => "ready-slow-after-power-loss",
+            Quirk::LossProtectionCacheLost => "loss-protection-cache-lost",
+            Quirk::ShutdownStatusNeverReported => "shutdown-status-never-reported",
         }
     }
 
