@@ -59,12 +59,12 @@ cargo test --workspace --release
 
 log "nvtest main job on the simulated drive (both profiles)"
 for profile in enterprise-1.4 enterprise-1.2a; do
-  target/release/nvtest --suite namespaces --suite trim --suite qos --suite arbitration --suite claims \
+  target/release/nvtest --suite namespaces --suite trim --suite qos --suite arbitration --suite claims --suite power-fail \
     --junit "reports/sim-$profile.xml" --json "reports/sim-$profile.json" "sim:$profile"
 done
 log "nvtest on QEMU's NVMe controller (known QEMU deviations in fixtures/qemu/expected.yaml)"
 for topology in ns32 dual; do
-  target/release/nvtest --suite namespaces --suite trim --suite qos --suite arbitration --suite claims \
+  target/release/nvtest --suite namespaces --suite trim --suite qos --suite arbitration --suite claims --suite power-fail \
     --expect fixtures/qemu/expected.yaml --junit "reports/qemu-$topology.xml" --json "reports/qemu-$topology.json" \
     "qemu:$topology"
 done

@@ -170,6 +170,33 @@ pub trait Device {
         let _ = mechanism;
         Err(DeviceError::Unsupported("the operating system's driver selects the arbitration mechanism".into()))
     }
+
+    /// Whether the target can switch the drive's power, and how (the power-fail work).
+    /// The default: it cannot.
+    fn power_method(&mut self) -> Option<crate::transport::PowerMethod> {
+        None
+    }
+
+    /// Cuts the drive's power now (no command in flight: a workload cuts through
+    /// [`crate::queued::QueuedIo::power_cut`]). `seed` draws what a simulated drive loses.
+    fn power_off(&mut self, seed: u64) -> Result<(), DeviceError> {
+        let _ = seed;
+        Err(DeviceError::Unsupported("the target has no power switch".into()))
+    }
+
+    /// A normal shutdown (CC.SHN = 01b, §7.6.2), then the power cut: what the controller
+    /// reported before the power went.
+    fn shutdown_then_power_off(&mut self, seed: u64) -> Result<crate::driver::Shutdown, DeviceError> {
+        let _ = seed;
+        Err(DeviceError::Unsupported("the target has no power switch".into()))
+    }
+
+    /// Powers the drive on and brings the controller up again, waiting for CSTS.RDY up
+    /// to `grace` beyond CAP.TO so that a late drive is measured.
+    fn power_on(&mut self, grace: std::time::Duration) -> Result<crate::driver::PowerOn, DeviceError> {
+        let _ = grace;
+        Err(DeviceError::Unsupported("the target has no power switch".into()))
+    }
 }
 
 /// Access to a controller's registers ("Figure 78: Controller Registers"), for cases

@@ -72,4 +72,12 @@ pub trait QueuedIo {
     /// Ends the workload's use of the queues: commands still in flight are given up on
     /// and the queues removed. Dropping the handle does the same, ignoring errors.
     fn close(self: Box<Self>) -> Result<(), DeviceError>;
+
+    /// Cuts the drive's power now, with whatever is in flight (the power-fail work):
+    /// the queues are gone with the power, their commands never complete. `seed` draws
+    /// what a simulated drive loses. The default: the target has no power switch.
+    fn power_cut(self: Box<Self>, seed: u64) -> Result<(), DeviceError> {
+        let _ = seed;
+        Err(DeviceError::Unsupported("the target has no power switch".into()))
+    }
 }

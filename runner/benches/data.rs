@@ -3,6 +3,10 @@
 //! the same run, for 512 B and 4 KiB blocks. Two buffer sizes show both regimes: 64 MiB
 //! (larger than the caches, like a verify sweep's I/O) and 256 KiB (cache-resident).
 //!
+//! A second table puts the power-fail verification after a cycle ([`verify`]: a ledger of
+//! the cycle's writes over one block in eight, the read copied out of the "device"
+//! buffer as a read would land) next to `judge_range` on the same buffer (goal ≥ 1.0×).
+//!
 //! `cargo bench -p nvtest --bench data`; the figure per cell is the best of many short
 //! samples (each at least one pass and 2 ms), which keeps it steady on a shared machine.
 
@@ -10,6 +14,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use nvtest::data::{fill_blocks, judge_range, BlockSize, BlockTag, DeallocatedRead, HostMap};
+use nvtest::load::{Change, Journal, WriteRecord};
+use nvtest::power::{verify, Broken, Ledger, Range, Survival};
 
 const SAMPLES: usize = 60;
 const SAMPLE_TIME: Duration = Duration::from_millis(2);
@@ -107,9 +113,83 @@ fn measure(buffer: &'static str, buf: &mut [u8], block: u32) -> Result<Row, Stri
     Ok(Row { buffer, block, memset: memset_rate, fill, read_sum: read_sum_rate, judge })
 }
 
+/// Blocks per write of the cycle in the verification row, and how far apart the writes are.
+const WRITE_BLOCKS: u64 = 8;
+const WRITE_EVERY: u64 = 64;
+
+/// The verification after a cycle, and `judge_range`, on `buf` (GB/s of blocks judged).
+fn measure_verify(buf: &mut [u8], block: u32) -> Result<(f64, f64), String> {
+    let block_size = BlockSize::new(block).map_err(|e| e.to_string())?;
+    let blocks = block_size.blocks_in(buf.len()).map_err(|e| e.to_string())?;
+    let mut floor = HostMap::new();
+    floor.record_write(NSID, FIRST_LBA, blocks, GENERATION, SEED);
+    fill_blocks(buf, &BlockTag { nsid: NSID, lba: FIRST_LBA, generation: GENERATION, seed: SEED, block_size })
+        .map_err(|e| e.to_string())?;
+    // The cycle: a write of 8 blocks in every 64, completed, not durable; half of them
+    // reached the media (the buffer holds their data), half were lost.
+    let cycle_seed = SEED + 1;
+    let mut ledger = Ledger::default();
+    let bs = block_size.bytes();
+    for (i, lba) in (FIRST_LBA..FIRST_LBA + blocks).step_by(WRITE_EVERY as usize).enumerate() {
+        let n = WRITE_BLOCKS.min(FIRST_LBA + blocks - lba);
+        let generation = GENERATION + 1 + i as u64;
+        let w = WriteRecord {
+            nsid: NSID,
+            first_lba: lba,
+            blocks: n,
+            generation,
+            change: Change::Write,
+            fua: false,
+            submitted_ns: 0,
+        };
+        ledger.submitted(&w);
+        ledger.completed(&w, 1, true);
+        if i % 2 == 0 {
+            let at = (lba - FIRST_LBA) as usize * bs;
+            let tag = BlockTag { nsid: NSID, lba, generation, seed: cycle_seed, block_size };
+            fill_blocks(&mut buf[at..at + n as usize * bs], &tag).map_err(|e| e.to_string())?;
+        }
+    }
+    let ranges = [Range {
+        nsid: NSID,
+        first_lba: FIRST_LBA,
+        blocks,
+        block_size,
+        dealloc: DeallocatedRead::Zeroes,
+        atomic_blocks: 8,
+    }];
+    let run = |device: &[u8]| {
+        let mut map = floor.clone();
+        let mut read = |_: u32, lba: u64, n: u64, out: &mut [u8]| -> Result<(), String> {
+            let at = (lba - FIRST_LBA) as usize * bs;
+            out.copy_from_slice(&device[at..at + n as usize * bs]);
+            Ok(())
+        };
+        verify(Broken::Integrity, &ranges, &ledger, &Survival::Flushed, &floor, &mut map, cycle_seed, 256, &mut read)
+    };
+    let first = run(buf)?;
+    if !first.findings.is_empty() || first.blocks_judged != blocks {
+        return Err(format!("the verification found {:?} in {} blocks", first.findings.first(), first.blocks_judged));
+    }
+    let [verified, judge] = best_rates(
+        buf,
+        [
+            &mut |buf| {
+                black_box(run(black_box(buf)).map(|v| v.blocks_judged).ok());
+            },
+            &mut |buf| {
+                let verdict = judge_range(black_box(buf), NSID, FIRST_LBA, block_size, &floor, DeallocatedRead::Zeroes);
+                black_box(verdict.is_ok());
+            },
+        ],
+    );
+    Ok((verified, judge))
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
     let mut rows = Vec::new();
+    let mut verify_rows = Vec::new();
     for (buffer, bytes) in [("64 MiB", 64usize << 20), ("256 KiB", 256 << 10)] {
         // Page-aligned, as DMA buffers are.
         let mut storage = vec![0u8; bytes + PAGE];
@@ -120,6 +200,13 @@ fn main() {
                 Ok(row) => rows.push(row),
                 Err(e) => {
                     eprintln!("{buffer} buffer, {block} B blocks: {e}");
+                    std::process::exit(1);
+                }
+            }
+            match measure_verify(buf, block) {
+                Ok((verified, judge)) => verify_rows.push((buffer, block, verified, judge)),
+                Err(e) => {
+                    eprintln!("{buffer} buffer, {block} B blocks, power-fail verification: {e}");
                     std::process::exit(1);
                 }
             }
@@ -141,6 +228,22 @@ fn main() {
             row.read_sum,
             row.judge,
             100.0 * row.judge / row.read_sum,
+        );
+    }
+    println!();
+    println!(
+        "power-fail verification after a cycle (1 block in {} written, half lost), GB/s, next to judge_range",
+        WRITE_EVERY / WRITE_BLOCKS
+    );
+    println!("{:>8} {:>6} | {:>7} {:>7} {:>6}", "buffer", "block", "verify", "judge", "ratio");
+    for (buffer, block, verified, judge) in &verify_rows {
+        println!(
+            "{:>8} {:>6} | {:>7.2} {:>7.2} {:>5.2}x",
+            buffer,
+            format!("{block} B"),
+            verified,
+            judge,
+            verified / judge
         );
     }
 }

@@ -21,6 +21,10 @@
 //! writes the whole range through itself first (so the host map knows every block and
 //! each read is compared with the data written, not judged as unwritten).
 //!
+//! (c) Wall-clock IOPS of 4 KiB random writes (a flush in fifty) through the engine with
+//! the power-fail journal on — the cycle's [`Ledger`] and the [`FileJournal`] on the host,
+//! batched and synced — next to the same writes with no journal (goal ≥ 0.8×, floor 0.5×).
+//!
 //! (b) Simulated seconds per wall second of the `mixed` case of `suites/qos.yaml` on the
 //! default `sim` target: the case is loaded from the suite file and run by a
 //! [`Session`] as `nvtest run` runs it (its claims from the profile), and the workload's
@@ -53,7 +57,9 @@ use nvme_sim::Profile;
 use nvtest::data::{DeallocatedRead, Expectation, HostMap};
 use nvtest::exec::{case_seed, Session};
 use nvtest::load::job::Namespace;
-use nvtest::load::{engine, End, Job, Mix, NoJournal, Pattern, Stop, Workload};
+use nvtest::load::{engine, End, Job, Journal, Mix, NoJournal, Pattern, Stop, Workload};
+use nvtest::power::journal_file::{Both, FileJournal, Header, SYNC_EVERY};
+use nvtest::power::Ledger;
 use nvtest::targets::{self, TargetSpec, DEFAULT_SIM_PROFILE};
 use nvtest::verdict::Verdict;
 
@@ -197,12 +203,15 @@ impl Engine {
     }
 
     fn run(&mut self, job: Job) -> Result<engine::Outcome, String> {
+        self.run_with(job, &mut NoJournal)
+    }
+
+    fn run_with(&mut self, job: Job, journal: &mut dyn Journal) -> Result<engine::Outcome, String> {
         let work = Workload { jobs: vec![job], seed: SEED, drain: true };
         let specs = [QueueSpec { depth: QUEUE_DEPTH as u32, priority: QueuePriority::Medium }];
         let mut io = self.device.queued_io(&specs).map_err(|e| e.to_string())?;
         let start = Instant::now();
-        let outcome =
-            engine::run(io.as_mut(), &work, &mut self.map, &mut NoJournal, Stop::AtEnd, &|| None, &mut |_| {});
+        let outcome = engine::run(io.as_mut(), &work, &mut self.map, journal, Stop::AtEnd, &|| None, &mut |_| {});
         let elapsed = start.elapsed().as_secs_f64();
         io.close().map_err(|e| e.to_string())?;
         let outcome = outcome.map_err(|e| e.to_string())?;
@@ -234,6 +243,54 @@ impl Engine {
         self.reads((self.rate * secs.as_secs_f64()) as u64)?;
         Ok(self.rate)
     }
+
+    /// IOPS of about `secs` of random writes with a flush in fifty, journalled as the
+    /// power-fail step journals them (the cycle's ledger and the file on the host) or not.
+    fn measure_writes(&mut self, secs: Duration, file: Option<&Path>) -> Result<f64, String> {
+        let commands = ((self.rate * secs.as_secs_f64()) as u64).max(1_000);
+        let mix = Mix { read: 0, write: 98, deallocate: 0, flush: 2 };
+        let job = self.job(mix, Pattern::Random, commands);
+        let outcome = match file {
+            None => self.run_with(job, &mut NoJournal)?,
+            Some(path) => {
+                let header = Header { format: 1, target: "bench".into(), case: "journal".into(), seed: SEED };
+                let mut journal = FileJournal::create(path, &header)?;
+                let mut ledger = Ledger::default();
+                let outcome = self.run_with(job, &mut Both(&mut ledger, &mut journal))?;
+                journal.sync()?;
+                if ledger.writes.is_empty() {
+                    return Err("the journalled run wrote nothing".into());
+                }
+                outcome
+            }
+        };
+        if outcome.failed_count > 0 {
+            return Err(format!("{} writes failed: {:?}", outcome.failed_count, outcome.failed.first()));
+        }
+        Ok(self.rate)
+    }
+}
+
+/// (c) the engine with the power-fail journal on, next to the same writes with it off.
+fn journal_row(secs: Duration, rounds: usize) -> Result<Row, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join("journal");
+    let mut eng = Engine::new(Drive::Profile, 16 * 1024)?;
+    let (mut reference, mut figure) = (Runs::default(), Runs::default());
+    eng.measure_writes(secs, None)?;
+    for _ in 0..rounds {
+        reference.0.push(eng.measure_writes(secs, None)?);
+        figure.0.push(eng.measure_writes(secs, Some(&path))?);
+    }
+    Ok(Row {
+        name: "(c) sim 64 MiB writes: journal on / off".into(),
+        figure,
+        reference,
+        unit: "IOPS",
+        measured: true,
+        goal: 0.8,
+        floor: Some(0.5),
+    })
 }
 
 /// Figures of one side over the rounds.
@@ -527,6 +584,19 @@ fn main() -> ExitCode {
             Ok(row) => rows.push(row),
             Err(e) => {
                 eprintln!("error: (a) {} {label}: {e}", drive.short());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if wanted("journal") {
+        println!(
+            "(c) 4 KiB random writes (a flush in fifty), queue depth {QUEUE_DEPTH}, on sim:{DEFAULT_SIM_PROFILE}: the \
+             power-fail journal (ledger and file, synced every {SYNC_EVERY} records) on, next to off; {rounds} rounds"
+        );
+        match journal_row(secs, rounds) {
+            Ok(row) => rows.push(row),
+            Err(e) => {
+                eprintln!("error: (c): {e}");
                 return ExitCode::FAILURE;
             }
         }

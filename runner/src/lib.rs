@@ -33,6 +33,7 @@ pub mod exit;
 pub mod guest_bench;
 pub mod identity;
 pub mod load;
+pub mod power;
 pub mod report;
 pub mod rules;
 pub mod run;

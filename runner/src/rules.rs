@@ -317,3 +317,67 @@ pub fn round_robin_fair() -> Rule {
          parallelism)",
     )
 }
+
+/// Power-fail rule (a): Flush and FUA make data durable.
+pub fn flush_fua_durable() -> Rule {
+    rule(
+        "NVMe 1.4 §6.8 Flush command and §6.15 Write command (CDW12 FUA)",
+        "the data of every write completed before a Flush was submitted, once the Flush completed, and of every \
+         completed write sent with FUA, is on non-volatile media: a power loss does not take it back",
+    )
+}
+
+/// Power-fail rule (b): without a volatile write cache every completed write is durable.
+pub fn no_volatile_cache_durable() -> Rule {
+    rule(
+        "NVMe 1.4 §5.21.1.6 Volatile Write Cache (Feature 06h) and Identify Controller VWC",
+        "with no volatile write cache present (VWC bit 0 cleared) or the cache disabled (WCE cleared), a write \
+         completes only once its data is on non-volatile media: a power loss does not take back a completed write",
+    )
+}
+
+/// Power-fail rule (c): after a power loss a block holds old or new data, nothing else.
+pub fn power_fail_integrity() -> Rule {
+    rule(
+        "NVMe 1.4 §6.4 Atomic Operations (AWUPF) and Read command",
+        "after a power failure each logical block holds the data it held or the data of a write to it that was \
+         submitted (a write of one block is always within the atomic unit): never another block's data, data \
+         no host wrote, or a torn block",
+    )
+}
+
+/// Power-fail rule (d): writes within AWUPF are all-or-nothing.
+pub fn atomic_write_unit_power_fail() -> Rule {
+    rule(
+        "NVMe 1.4 §6.4 Atomic Operations, Identify Controller AWUPF and Identify Namespace NAWUPF",
+        "a write of at most AWUPF + 1 logical blocks (NAWUPF + 1 where NSFEAT bit 1 is set) is atomic across a \
+         power failure: after it, all of its blocks hold the new data or all hold the old",
+    )
+}
+
+/// Power-fail rule (e): SMART counts power cycles and unsafe shutdowns.
+pub fn smart_power_counters() -> Rule {
+    rule(
+        "NVMe 1.4 §5.14.1.2 SMART / Health Information (Log Identifier 02h): Power Cycles, Unsafe Shutdowns",
+        "Power Cycles counts every power cycle; Unsafe Shutdowns counts every power loss not preceded by a normal \
+         shutdown notification (CC.SHN)",
+    )
+}
+
+/// Power-fail rule (f): CSTS.RDY within CAP.TO.
+pub fn ready_within_cap_to() -> Rule {
+    rule(
+        "NVMe 1.4 §3.1.1 Controller Capabilities (CAP.TO) and §7.6.1 Initialization",
+        "CAP.TO is the worst-case time host software waits for CSTS.RDY to change from 0 to 1 after CC.EN is set \
+         to 1: the controller is ready within it, after a power loss too",
+    )
+}
+
+/// Power-fail rule (g): a normal shutdown completes and loses nothing.
+pub fn normal_shutdown() -> Rule {
+    rule(
+        "NVMe 1.4 §7.6.2 Shutdown (CC.SHN, CSTS.SHST)",
+        "after CC.SHN is set to 01b the controller completes shutdown processing, reports it with CSTS.SHST = 10b, \
+         and the power may then be removed without losing any completed write",
+    )
+}

@@ -3,27 +3,11 @@
 //! record, the same figures for the same `--seed` (the simulated clock), and what a drive
 //! lacks skipped with the Identify/register reason.
 
+#[path = "common/record.rs"]
+mod record;
+
+use record::{figures, nvtest};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn nvtest(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nvtest")).args(args).output().expect("nvtest runs")
-}
-
-fn figures(record: &Path) -> Vec<(String, f64)> {
-    let text = std::fs::read_to_string(record).unwrap();
-    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let mut out = Vec::new();
-    for target in json["targets"].as_array().unwrap() {
-        for case in target["cases"].as_array().unwrap() {
-            for f in case["figures"].as_array().unwrap() {
-                let name = format!("{}::{}", case["case"].as_str().unwrap(), f["name"].as_str().unwrap());
-                out.push((name, f["value"].as_f64().unwrap()));
-            }
-        }
-    }
-    out
-}
 
 /// The `sim:PATH` target of enterprise-1.4's profile with `from` replaced by `to`, written
 /// into `dir`.

@@ -156,7 +156,8 @@ fn an_interrupted_guest_recipe_is_stopped_with_its_children() {
     let recipe = recipe_dir.path().join("recipe.sh");
     std::fs::write(
         &recipe,
-        "#!/bin/bash\nwork=\"$TMPDIR/recipe-work\"\nmkdir \"$work\"\ntrap 'rm -rf \"$work\"' EXIT\nsleep 60\n",
+        // The trap is set before the directory exists: the test signals once it sees it.
+        "#!/bin/bash\nwork=\"$TMPDIR/recipe-work\"\ntrap 'rm -rf \"$work\"' EXIT\nmkdir \"$work\"\nsleep 60\n",
     )
     .unwrap();
     let run = start_with_env(

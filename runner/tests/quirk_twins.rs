@@ -99,9 +99,25 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("arbitration", "weighted-shares", "cc-ams-not-kept", "§4.13.2"),
     ("arbitration", "urgent-first", "urgent-not-first", "§4.13.2"),
     ("arbitration", "round-robin-fair", "round-robin-favours-last", "§4.13.1"),
+    ("power-fail", "cut-under-load", "flush-ignored", "§6.8 Flush command"),
+    ("power-fail", "cut-under-load", "fua-ignored", "§6.15 Write command (CDW12 FUA)"),
+    ("power-fail", "cut-under-load", "atomic-write-torn", "§6.4 Atomic Operations, Identify Controller AWUPF"),
+    (
+        "power-fail",
+        "cut-under-load",
+        "foreign-data-after-power-loss",
+        "§6.4 Atomic Operations (AWUPF) and Read command",
+    ),
+    ("power-fail", "cut-under-load", "power-counters-not-incremented", "§5.14.1.2 SMART / Health Information"),
+    ("power-fail", "cut-under-load", "ready-after-timeout", "(CAP.TO)"),
+    ("power-fail", "cut-under-load", "ready-slow-after-power-loss", "claim fixtures/sim/enterprise-1.4.yaml:"),
+    ("power-fail", "write-cache-off", "write-cache-disable-ignored", "§5.21.1.6 Volatile Write Cache"),
+    ("power-fail", "write-cache-off", "power-counters-not-incremented", "§5.14.1.2 SMART / Health Information"),
+    ("power-fail", "shutdown-then-power-off", "shutdown-status-never-reported", "§7.6.2 Shutdown"),
+    ("power-fail", "shutdown-then-power-off", "power-counters-not-incremented", "§5.14.1.2 SMART / Health Information"),
 ];
 
-const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims"];
+const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail"];
 const CLEAN_PROFILES: &[&str] = &["enterprise-1.4", "enterprise-1.2a"];
 
 fn suite(name: &str) -> LoadedSuite {
@@ -152,6 +168,10 @@ fn every_case_has_a_failing_twin() {
 const PROVEN_ON_OTHER_PROFILES: &[(&str, &str)] = &[
     ("nn-understated", "namespaces_as_found_judges_a_provisioned_drive_read_only"),
     ("metadata-not-kept", "metadata_formats::a_drive_that_drops_separate_metadata_fails_naming_the_metadata_rule"),
+    (
+        "loss-protection-cache-lost",
+        "power_fail::a_drive_that_loses_its_cache_despite_protection_fails_naming_the_claim",
+    ),
 ];
 
 /// Quirks that break no rule: behaviour the specification allows, kept to prove that

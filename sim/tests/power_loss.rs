@@ -154,6 +154,21 @@ fn with_the_volatile_write_cache_disabled_every_completed_write_survives() {
 }
 
 #[test]
+fn quirk_write_cache_disable_ignored_loses_completed_writes_with_wce_cleared() {
+    let mut ctrl = enterprise(&[Quirk::WriteCacheDisableIgnored]);
+    let wce_off = features::set_features(FeatureId::VolatileWriteCache, false, 0, 0);
+    assert!(ctrl.admin(wce_off, Data::None).unwrap().status().is_success());
+    let get = features::get_features(FeatureId::VolatileWriteCache, features::Select::Current, 0, 0);
+    assert_eq!(ctrl.admin(get, Data::None).unwrap().dw0 & 1, 0, "the host is told the cache is off");
+    for lba in 0..64 {
+        write(&mut ctrl, lba, 1, 1, false);
+    }
+    power_cycle(&mut ctrl, 7);
+    let found: Vec<Option<u8>> = (0..64).map(|lba| generation(&mut ctrl, lba)).collect();
+    assert!(found.contains(&Some(0)), "§5.21.1.6 broken: completed writes lost with WCE cleared: {found:?}");
+}
+
+#[test]
 fn power_loss_protection_keeps_every_completed_write_unless_the_quirk_drops_it() {
     let mut profile = Profile::builtin("enterprise-1.4").unwrap();
     profile.power.loss_protection = true;

@@ -78,12 +78,12 @@ fn every_quirk_has_a_test_here() {
     // The six of the service model and arbitration (reads-queued-behind-writes,
     // wrr-weights-ignored, urgent-not-first, arbitration-burst-ignored, wrr-not-enabled,
     // stale-read-after-write) need the simulated clock and the driver: their tests are in
-    // service_qos.rs and service_arbitration.rs. The nine of the power model (flush-ignored,
+    // service_qos.rs and service_arbitration.rs. The ten of the power model (flush-ignored,
     // fua-ignored, atomic-write-torn, foreign-data-after-power-loss,
     // power-counters-not-incremented, ready-after-timeout, ready-slow-after-power-loss,
-    // loss-protection-cache-lost, shutdown-status-never-reported) need a power cycle:
-    // their tests are in power_loss.rs.
-    assert_eq!(Quirk::ALL.len(), 75);
+    // loss-protection-cache-lost, shutdown-status-never-reported,
+    // write-cache-disable-ignored) need a power cycle: their tests are in power_loss.rs.
+    assert_eq!(Quirk::ALL.len(), 76);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -123,6 +123,14 @@ pub struct PowerOn {
     pub method: crate::transport::PowerMethod,
 }
 
+/// What a normal shutdown before a power cut saw (§7.6.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shutdown {
+    /// From the CC.SHN write to CSTS.SHST = 10b (shutdown processing complete), or why
+    /// it was not seen within CAP.TO (at least 1 s).
+    pub complete: Result<u64, String>,
+}
+
 impl Controller {
     /// Brings the controller up (§7.6.1) and creates `options.io_queues` I/O queue pairs.
     pub fn new(transport: Box<dyn Transport>, options: Options) -> Result<Controller, DeviceError> {
@@ -594,6 +602,22 @@ impl Controller {
         Ok(())
     }
 
+    /// Deletes the I/O queues, shuts the controller down normally (CC.SHN = 01b) and
+    /// cuts the power, whether or not CSTS.SHST reported the shutdown complete.
+    pub fn shutdown_then_power_off(&mut self, seed: u64) -> Result<Shutdown, DeviceError> {
+        if self.transport.power().is_none() {
+            return Err(DeviceError::Unsupported("the target has no power switch".into()));
+        }
+        let start = self.transport.now_ns();
+        let complete = match self.shutdown() {
+            Ok(()) => Ok(self.transport.now_ns().saturating_sub(start)),
+            Err(DeviceError::Driver(reason)) => Err(reason),
+            Err(e) => return Err(e),
+        };
+        self.power_off(seed)?;
+        Ok(Shutdown { complete })
+    }
+
     /// Powers the drive on and brings the controller up again, waiting for CSTS.RDY up to
     /// `grace` beyond CAP.TO so that a late drive is measured, not given up on.
     pub fn power_on(&mut self, grace: Duration) -> Result<PowerOn, DeviceError> {
@@ -727,6 +751,22 @@ impl Device for Controller {
         queues: &[crate::queued::QueueSpec],
     ) -> Result<Box<dyn crate::queued::QueuedIo + '_>, DeviceError> {
         Ok(Box::new(self.open_queues(queues)?))
+    }
+
+    fn power_method(&mut self) -> Option<crate::transport::PowerMethod> {
+        Controller::power_method(self)
+    }
+
+    fn power_off(&mut self, seed: u64) -> Result<(), DeviceError> {
+        Controller::power_off(self, seed)
+    }
+
+    fn shutdown_then_power_off(&mut self, seed: u64) -> Result<Shutdown, DeviceError> {
+        Controller::shutdown_then_power_off(self, seed)
+    }
+
+    fn power_on(&mut self, grace: Duration) -> Result<PowerOn, DeviceError> {
+        Controller::power_on(self, grace)
     }
 
     fn select_arbitration(&mut self, mechanism: ArbitrationMechanism) -> Result<(), DeviceError> {

@@ -20,7 +20,7 @@ pub mod prp;
 mod queue;
 mod queue_set;
 
-pub use controller::{ArbitrationMechanism, Controller, Options};
+pub use controller::{ArbitrationMechanism, Controller, Options, PowerOn, Shutdown};
 pub use memory::{DmaBuf, PageAllocator, PAGE_SIZE};
 pub use queue::{IoQueuePair, Reaped, Transfer, CQE_BYTES, SQE_BYTES};
 pub use queue_set::QueueSet;

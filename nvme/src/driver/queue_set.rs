@@ -122,6 +122,13 @@ impl QueuedIo for QueueSet<'_> {
     fn close(mut self: Box<Self>) -> Result<(), DeviceError> {
         self.delete_all()
     }
+
+    fn power_cut(mut self: Box<Self>, seed: u64) -> Result<(), DeviceError> {
+        // The queues go with the power: nothing is deleted, the controller forgets them.
+        self.closed = true;
+        self.qids.clear();
+        self.controller.power_off(seed)
+    }
 }
 
 impl Drop for QueueSet<'_> {

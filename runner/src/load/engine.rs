@@ -28,7 +28,7 @@ use nvme::spec::Status;
 
 use super::figures::{new_histogram, JobFigures, Latency, OpFigures};
 use super::job::{Draws, End, Job, Op, Pattern, Rate, Workload};
-use super::journal::{Journal, WriteRecord};
+use super::journal::{Change, Journal, WriteRecord};
 use crate::data::judge::{judge_block, judge_range, JudgeError, Mismatch};
 use crate::data::Expectation;
 use crate::data::{fill_blocks, BlockSize, BlockTag, HostMap, Segment};
@@ -143,7 +143,11 @@ impl Pending {
             first_lba: self.lba,
             blocks: self.blocks,
             generation: self.generation,
-            deallocate: self.op == Op::Deallocate,
+            change: match self.op {
+                Op::Deallocate => Change::Deallocate,
+                Op::Flush => Change::Flush,
+                _ => Change::Write,
+            },
             fua: self.fua,
             submitted_ns: self.submitted_ns,
         }
@@ -555,6 +559,9 @@ impl<'m> Run<'m> {
             Some(Rate::BytesPerSecond(_)) => bytes,
             _ => 1,
         };
+        if op == Op::Flush {
+            journal.submitted(&pending.record());
+        }
         if op.changes_data() {
             journal.submitted(&pending.record());
             self.changing.entry(ns.nsid).or_default().insert(lba, (lba + n, j, cid));
@@ -613,6 +620,7 @@ impl<'m> Run<'m> {
                 }
                 journal.completed(&p.record(), now, status.is_success());
             }
+            Op::Flush => journal.completed(&p.record(), now, status.is_success()),
             _ => {}
         }
         let state = &mut self.states[q];
@@ -744,6 +752,7 @@ impl<'m> Run<'m> {
                 window_ns: window,
                 simulated_clock: self.outcome.simulated_clock,
                 ops,
+                extra: Vec::new(),
             });
         }
         self.outcome

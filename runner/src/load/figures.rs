@@ -67,6 +67,9 @@ pub struct JobFigures {
     /// Whether the clock was simulated (exact, repeatable) or the monotonic wall clock.
     pub simulated_clock: bool,
     pub ops: Vec<OpFigures>,
+    /// Figures of a campaign rather than of an operation (the power-fail step's cycles,
+    /// ready times …), named in full.
+    pub extra: Vec<Figure>,
 }
 
 /// One named figure: `JOB.OP.METRIC` with its value and unit.
@@ -108,6 +111,7 @@ impl JobFigures {
             }
             push("latency.max_us", us(o.latency.max_ns), "µs");
         }
+        out.extend(self.extra.iter().cloned());
         out
     }
 
@@ -138,6 +142,11 @@ impl JobFigures {
                 us_text(l.max_ns),
                 l.samples
             ));
+        }
+        if !self.extra.is_empty() {
+            let text: Vec<String> =
+                self.extra.iter().map(|f| format!("{}={} {}", f.name, f.value_text(), f.unit)).collect();
+            lines.push(format!("{}: {}", self.job, text.join(", ")));
         }
         lines
     }
@@ -188,6 +197,7 @@ mod tests {
                 latency: Latency::of(&h, 1000, 1_000_000),
                 histogram: h.clone(),
             }],
+            extra: Vec::new(),
         };
         let figures = job.figures();
         let get = |n: &str| figures.iter().find(|f| f.name == n).unwrap_or_else(|| panic!("{n}: {figures:?}"));

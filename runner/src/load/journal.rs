@@ -1,24 +1,34 @@
-//! The hook every write of a workload passes: when it was submitted and when (and how)
-//! it completed. The power-fail work persists it, to judge after a cut which generation
-//! each block may hold; tests use [`MemoryJournal`].
+//! The hook every write and flush of a workload passes: when it was submitted and when
+//! (and how) it completed, in the order the engine saw it. The power-fail work
+//! ([`crate::power`]) judges from it, after a cut, which generation each block may hold;
+//! tests use [`MemoryJournal`].
 
-/// One data-changing command of a workload.
+/// What a journalled command does to the media.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    Write,
+    /// Dataset Management with the Deallocate attribute.
+    Deallocate,
+    /// Flush (§6.8): makes every write completed before it durable (`blocks` is 0).
+    Flush,
+}
+
+/// One data-changing command (or Flush) of a workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriteRecord {
     pub nsid: u32,
     pub first_lba: u64,
     pub blocks: u64,
-    /// The write's generation (its blocks' tag); 0 for a deallocate.
+    /// The write's generation (its blocks' tag); 0 for a deallocate or a flush.
     pub generation: u64,
-    /// Whether it is a Dataset Management deallocate rather than a Write.
-    pub deallocate: bool,
+    pub change: Change,
     /// Sent with FUA.
     pub fua: bool,
     /// The target's clock at submission (ns).
     pub submitted_ns: u64,
 }
 
-/// What the engine tells about every write.
+/// What the engine tells about every write, deallocate and flush, in the order it happens.
 pub trait Journal {
     /// Before the command is handed to the controller.
     fn submitted(&mut self, write: &WriteRecord);

@@ -8,8 +8,8 @@
 //!   target: nvtest's driver queues on sim and QEMU, io_uring passthrough on Linux),
 //!   judging reads against the host map with writes in flight taken into account, and
 //!   stops at any instant with what was in flight reported.
-//! - [`journal`]: the hook every write passes, submitted and completed (what the
-//!   power-fail work persists to judge blocks after a cut).
+//! - [`journal`]: the hook every write and flush passes, submitted and completed (what
+//!   the power-fail work judges blocks from after a cut).
 //! - [`figures`]: IOPS, MB/s and latency percentiles with sample counts (hdrhistogram),
 //!   as the console, JUnit properties and the JSON record show them.
 
@@ -23,4 +23,4 @@ pub mod journal;
 pub use engine::{run, Outcome, Stop};
 pub use figures::{Figure, JobFigures, OpFigures};
 pub use job::{End, Job, Mix, Op, Pattern, Rate, Workload};
-pub use journal::{Journal, NoJournal, WriteRecord};
+pub use journal::{Change, Journal, NoJournal, WriteRecord};

@@ -22,6 +22,7 @@ pub mod facts;
 pub mod io;
 pub mod layout;
 pub mod namespaces;
+pub mod power_fail;
 mod readback;
 mod resolve;
 pub mod workload;
@@ -346,6 +347,7 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         Step::ArmAsyncEvents {} => events::arm(ctx),
         Step::ExpectNamespaceChanged { ns } => events::expect_namespace_changed(ctx, ns),
         Step::Workload { jobs, qos } => workload::workload(ctx, jobs, qos.as_ref()),
+        Step::PowerFail(p) => power_fail::power_fail(ctx, p),
     }
 }
 

@@ -230,7 +230,7 @@ pub(super) fn run(
 }
 
 /// The case's verdict from what the engine saw.
-fn verdict(ctx: &CaseContext<'_>, work: &Workload, outcome: &Outcome) -> StepResult {
+pub(super) fn verdict(ctx: &CaseContext<'_>, work: &Workload, outcome: &Outcome) -> StepResult {
     if let Some(wrong) = outcome.wrong_reads.first() {
         let dealloc = work.jobs.iter().find(|j| j.name == wrong.job).map(|j| j.namespace.dealloc_read);
         let raced =
@@ -257,7 +257,7 @@ fn verdict(ctx: &CaseContext<'_>, work: &Workload, outcome: &Outcome) -> StepRes
     Ok(())
 }
 
-fn describe(work: &Workload) -> String {
+pub(super) fn describe(work: &Workload) -> String {
     let jobs: Vec<String> = work
         .jobs
         .iter()
@@ -291,7 +291,7 @@ fn describe(work: &Workload) -> String {
 }
 
 /// One suite job as the engine runs it, on the case's namespace.
-fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<Job> {
+pub(super) fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<Job> {
     let i = match resolve::ns_one(ctx, &job.ns)? {
         NsTarget::Member(i) => i,
         NsTarget::Raw(nsid) => {

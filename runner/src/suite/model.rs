@@ -596,4 +596,37 @@ pub enum Step {
         #[serde(default)]
         qos: Option<QosJudgement>,
     },
+    /// A power-fail campaign (runner/src/power): `cycles` times, the jobs run and the
+    /// power is cut at a seeded random instant within `cut_within_ms` of the load's start
+    /// (with `shutdown: true`, after a normal shutdown instead, with nothing in flight);
+    /// the drive is powered on, its ready time measured, SMART's counters compared and
+    /// every block of the jobs' ranges judged. Skips on a target without a power switch.
+    PowerFail(PowerFail),
+}
+
+/// The `power_fail` step's fields.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PowerFail {
+    pub cycles: Param<u32>,
+    /// The cut falls at a random instant in (0, cut_within_ms] of the load's start.
+    pub cut_within_ms: Param<u64>,
+    /// A normal shutdown (CC.SHN = 01b) before the power goes: nothing may be lost.
+    #[serde(default)]
+    pub shutdown: bool,
+    /// The volatile write cache (Set Features 06h) for the campaign, set again after every
+    /// power-on; default: as found.
+    #[serde(default)]
+    pub write_cache: Option<WriteCacheSetting>,
+    /// The load: workload jobs of writes, reads and flushes (no deallocate).
+    pub jobs: Vec<WorkloadJob>,
+}
+
+/// The volatile write cache a power-fail campaign runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteCacheSetting {
+    AsFound,
+    On,
+    Off,
 }

@@ -8,7 +8,7 @@
 //! listed here, or `$name` in it would never be substituted. The compiler enforces the
 //! first; the second is a line in the step's arm.
 
-use super::model::{Blocks, BlocksName, Expect, Lba, NsName, NsRef, Param, Range, Ranges, Step};
+use super::model::{Blocks, BlocksName, Expect, Lba, NsName, NsRef, Param, Range, Ranges, Step, WorkloadJob};
 use super::spans::{key, Seg};
 
 /// A numeric parameter slot, borrowed from a step so that expansion can fill it in.
@@ -316,46 +316,54 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             parts.ns(at("ns"), ns, NsUse::One);
             parts.expect = expect.as_ref();
         }
-        Step::Workload { jobs, qos: _ } => {
-            for (i, job) in jobs.iter_mut().enumerate() {
-                let path = |field: &str| vec![key("jobs"), Seg::Index(i), key(field)];
-                parts.ns(path("ns"), &mut job.ns, NsUse::One);
-                if let Some(lba) = &mut job.lba {
-                    parts.lba(path("lba"), lba);
-                }
-                if let Some(blocks) = &mut job.blocks {
-                    parts.blocks(path("blocks"), blocks, BlocksUse::Range);
-                }
-                for (field, share) in [
-                    ("read", &mut job.read),
-                    ("write", &mut job.write),
-                    ("deallocate", &mut job.deallocate),
-                    ("flush", &mut job.flush),
-                    ("fua", &mut job.fua),
-                ] {
-                    if let Some(p) = share {
-                        parts.param(path(field), Slot::U32(p));
-                    }
-                }
-                for (n, size) in job.sizes.iter_mut().enumerate() {
-                    parts.param(vec![key("jobs"), Seg::Index(i), key("sizes"), Seg::Index(n)], Slot::U32(size));
-                }
-                parts.param(path("queue_depth"), Slot::U32(&mut job.queue_depth));
-                for (field, value) in [
-                    ("iops", &mut job.iops),
-                    ("mb_per_s", &mut job.mb_per_s),
-                    ("commands", &mut job.commands),
-                    ("duration_ms", &mut job.duration_ms),
-                    ("warmup_ms", &mut job.warmup_ms),
-                ] {
-                    if let Some(p) = value {
-                        parts.param(path(field), Slot::U64(p));
-                    }
-                }
-            }
+        Step::Workload { jobs, qos: _ } => workload_jobs(&mut parts, jobs),
+        Step::PowerFail(p) => {
+            parts.param(at("cycles"), Slot::U32(&mut p.cycles));
+            parts.param(at("cut_within_ms"), Slot::U64(&mut p.cut_within_ms));
+            workload_jobs(&mut parts, &mut p.jobs);
         }
     }
     parts
+}
+
+/// The numeric parameters of workload jobs (`workload` and `power_fail` steps).
+fn workload_jobs<'a>(parts: &mut StepParts<'a>, jobs: &'a mut [WorkloadJob]) {
+    for (i, job) in jobs.iter_mut().enumerate() {
+        let path = |field: &str| vec![key("jobs"), Seg::Index(i), key(field)];
+        parts.ns(path("ns"), &mut job.ns, NsUse::One);
+        if let Some(lba) = &mut job.lba {
+            parts.lba(path("lba"), lba);
+        }
+        if let Some(blocks) = &mut job.blocks {
+            parts.blocks(path("blocks"), blocks, BlocksUse::Range);
+        }
+        for (field, share) in [
+            ("read", &mut job.read),
+            ("write", &mut job.write),
+            ("deallocate", &mut job.deallocate),
+            ("flush", &mut job.flush),
+            ("fua", &mut job.fua),
+        ] {
+            if let Some(p) = share {
+                parts.param(path(field), Slot::U32(p));
+            }
+        }
+        for (n, size) in job.sizes.iter_mut().enumerate() {
+            parts.param(vec![key("jobs"), Seg::Index(i), key("sizes"), Seg::Index(n)], Slot::U32(size));
+        }
+        parts.param(path("queue_depth"), Slot::U32(&mut job.queue_depth));
+        for (field, value) in [
+            ("iops", &mut job.iops),
+            ("mb_per_s", &mut job.mb_per_s),
+            ("commands", &mut job.commands),
+            ("duration_ms", &mut job.duration_ms),
+            ("warmup_ms", &mut job.warmup_ms),
+        ] {
+            if let Some(p) = value {
+                parts.param(path(field), Slot::U64(p));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -113,6 +113,22 @@ impl Device for QemuDevice {
         self.controller.select_arbitration(mechanism)
     }
 
+    fn power_method(&mut self) -> Option<nvme::transport::PowerMethod> {
+        self.controller.power_method()
+    }
+
+    fn power_off(&mut self, seed: u64) -> Result<(), DeviceError> {
+        self.controller.power_off(seed)
+    }
+
+    fn shutdown_then_power_off(&mut self, seed: u64) -> Result<nvme::driver::Shutdown, DeviceError> {
+        self.controller.shutdown_then_power_off(seed)
+    }
+
+    fn power_on(&mut self, grace: std::time::Duration) -> Result<nvme::driver::PowerOn, DeviceError> {
+        self.controller.power_on(grace)
+    }
+
     /// What QEMU wrote to its stderr since the last call (warnings, assertion failures,
     /// failed I/O on its images).
     fn take_diagnostics(&mut self) -> Vec<String> {

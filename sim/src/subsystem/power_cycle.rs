@@ -38,7 +38,9 @@ impl Subsystem {
     /// Whether a Write completed now is durable at once: no volatile write cache, or it
     /// is disabled (Feature 06h WCE cleared), or power-loss protection, or FUA.
     fn durable_at_completion(&self, fua: bool) -> bool {
-        let wce = self.controller.features.volatile_write_cache.is_some_and(|v| v.wce());
+        let cache = self.controller.features.volatile_write_cache;
+        // Quirk `write-cache-disable-ignored`: WCE cleared, the cache used all the same.
+        let wce = cache.is_some_and(|v| v.wce() || self.quirks.has(Quirk::WriteCacheDisableIgnored));
         // Quirk `fua-ignored`: FUA completes before the data is on the media (§6.15 broken).
         let fua = fua && !self.quirks.has(Quirk::FuaIgnored);
         // Quirk `loss-protection-cache-lost`: the profile promises power-loss protection

@@ -293,6 +293,11 @@ pub enum Quirk {
     /// After CC.SHN, CSTS.SHST stays 01b (processing) and never reports 10b. Breaks §7.6.2
     /// and Figure 85 SHST: shutdown processing completes and is reported as 10b.
     ShutdownStatusNeverReported,
+    /// Set Features Volatile Write Cache (06h) with WCE cleared succeeds and Get Features
+    /// reports it cleared, but writes still complete from the volatile cache and are lost
+    /// at a power cut. Breaks §5.21.1.6: with the cache disabled a completed write is on
+    /// non-volatile media.
+    WriteCacheDisableIgnored,
 }
 
 impl Quirk {
@@ -373,6 +378,7 @@ impl Quirk {
         Quirk::ReadySlowAfterPowerLoss,
         Quirk::LossProtectionCacheLost,
         Quirk::ShutdownStatusNeverReported,
+        Quirk::WriteCacheDisableIgnored,
     ];
 
     /// The name a profile uses for this quirk.
@@ -453,6 +459,7 @@ impl Quirk {
             Quirk::ReadySlowAfterPowerLoss => "ready-slow-after-power-loss",
             Quirk::LossProtectionCacheLost => "loss-protection-cache-lost",
             Quirk::ShutdownStatusNeverReported => "shutdown-status-never-reported",
+            Quirk::WriteCacheDisableIgnored => "write-cache-disable-ignored",
         }
     }
 

@@ -1,0 +1,610 @@
+//! `power_fail`: a campaign of power cycles under load (issue 11). Each cycle runs the
+//! jobs through the engine with the [`Ledger`] as its journal, cuts the power at a seeded
+//! random instant (or after a normal shutdown), powers the drive on and judges:
+//! - CSTS.RDY within CAP.TO (rule f) and within the claimed ready time (a claim), with
+//!   "media ready" (the first successful read) measured beside it;
+//! - SMART / Health Power Cycles + 1 and Unsafe Shutdowns + 1, or + 0 after a normal
+//!   shutdown (rule e, g);
+//! - a normal shutdown reported complete (CSTS.SHST = 10b, rule g);
+//! - every block of the jobs' ranges ([`crate::power::verify`]: rules a–d).
+//!
+//! The cycle's seed (and so its load, cut instant and a simulated drive's losses) comes
+//! from the case's seed: `--seed` replays a campaign.
+
+use std::time::{Duration, Instant};
+
+use nvme::device::{Data, DeviceError};
+use nvme::queued::{QueueSpec, Transfer};
+use nvme::spec::features::{get_features, set_features, FeatureId, Select, VolatileWriteCache};
+use nvme::spec::identify::{identify, Cns, IdentifyController, IdentifyNamespace};
+use nvme::spec::log::{get_log_page, LogPageId, SmartHealthLog};
+use nvme::spec::nvm;
+use nvme::spec::queue::QueuePriority;
+use nvme::spec::registers::{offset, Cap};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+use super::{CaseContext, StepError, StepResult};
+use crate::data::BlockSize;
+use crate::load::engine::{self, EngineError, Stop};
+use crate::load::job::Draws;
+use crate::load::{Figure, JobFigures, Workload};
+use crate::power::{verify, Broken, Durable, Finding, Ledger, Range, Survival};
+use crate::rules;
+use crate::suite::model::{PowerFail, WriteCacheSetting};
+use crate::verdict::{Failure, Rule};
+
+/// How long a power-on waits for CSTS.RDY beyond CAP.TO, so that a late drive is
+/// measured rather than given up on.
+const READY_GRACE: Duration = Duration::from_secs(30);
+/// Blocks read per command when verifying (within MDTS).
+const VERIFY_BLOCKS: u64 = 256;
+/// Findings listed in the case's log (all are counted).
+const LISTED: usize = 16;
+
+/// What the campaign measured, for the figures.
+#[derive(Default)]
+struct Tally {
+    cycles: u64,
+    in_flight: Vec<u64>,
+    blocks_judged: u64,
+    bytes_judged: u64,
+    ready_ns: Vec<u64>,
+    media_ready_ns: Vec<u64>,
+    survived: u64,
+    rolled_back: u64,
+    verify_wall: Duration,
+}
+
+pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
+    let Some(method) = ctx.device.power_method() else {
+        return Err(StepError::Skip(
+            "the target has no power switch (the simulated drive has one; QEMU and hardware need the power-fail \
+             rig of a later issue): looked at the target's power capability"
+                .into(),
+        ));
+    };
+    let cycles = super::resolve::param(&p.cycles)?;
+    let cut_within_ns = super::resolve::param(&p.cut_within_ms)?.max(1).saturating_mul(1_000_000);
+    let mut jobs = Vec::with_capacity(p.jobs.len());
+    for job in &p.jobs {
+        let built = super::workload::build(ctx, job)?;
+        if built.mix.deallocate > 0 {
+            return Err(StepError::Error(format!(
+                "job {}: a power-fail load has no deallocates (what a cut leaves of one is not judged)",
+                built.name
+            )));
+        }
+        jobs.push(built);
+    }
+    let id = identify_controller(ctx)?;
+    let cap = read_cap(ctx)?;
+    let ranges = ranges(ctx, &jobs, &id)?;
+    let write_cache = p.write_cache.unwrap_or(WriteCacheSetting::AsFound);
+    set_write_cache(ctx, &id, write_cache)?;
+    let survival = survival(ctx, &id, p.shutdown)?;
+    ctx.log.push(format!(
+        "power_fail: {cycles} cycles by {method:?}, cut within {} ms of the load's start{}; durable: {}",
+        cut_within_ns / 1_000_000,
+        if p.shutdown { ", after a normal shutdown" } else { "" },
+        match &survival {
+            Survival::Flushed => "what FUA and Flush made durable".to_string(),
+            Survival::Completed(why) => format!("every completed write ({why})"),
+        }
+    ));
+    let specs: Vec<QueueSpec> = jobs.iter().map(|j| QueueSpec { depth: j.queue_depth, priority: j.priority }).collect();
+    let mut floor = std::mem::take(&mut ctx.map);
+    let mut tally = Tally::default();
+    let bar = progress_bar(cycles);
+    let ctx_seed = ctx.seed;
+    let mut draws = Draws::new(ctx_seed ^ 0x706f_7765_725f_6661);
+    let result = (|| {
+        establish_floor(ctx, &ranges, &cap, &id, write_cache, &mut floor, ctx_seed)?;
+        for cycle in 1..=cycles as u64 {
+            let cycle_seed = draws.next_u64();
+            let cut_at = 1 + Draws::new(cycle_seed).below(cut_within_ns);
+            let work = Workload { jobs: jobs.clone(), seed: cycle_seed, drain: p.shutdown };
+            let mut map = floor.clone();
+            let mut ledger = Ledger::default();
+            let smart_before = smart(ctx)?;
+            let stop = if p.shutdown { Stop::AtEnd } else { Stop::At(cut_at) };
+            let mut io = ctx.device.queued_io(&specs)?;
+            let ran = engine::run(io.as_mut(), &work, &mut map, &mut ledger, stop, &|| None, &mut |_| {});
+            let outcome = match ran {
+                Ok(o) => o,
+                Err(EngineError::Device(e)) => {
+                    drop(io);
+                    return Err(engine_failure(ctx, &work, e));
+                }
+                Err(e) => return Err(StepError::Error(e.to_string())),
+            };
+            tally.in_flight.push(ledger.in_flight() as u64);
+            // Whatever is judged of the load or the shutdown, the drive is powered on again
+            // before the case ends.
+            let judged = if p.shutdown {
+                io.close()?;
+                let mut judged = super::workload::verdict(ctx, &work, &outcome);
+                let shutdown = ctx.device.shutdown_then_power_off(cycle_seed)?;
+                if let (Ok(()), Err(reason)) = (&judged, shutdown.complete) {
+                    judged = Err(ctx.fail_rule(
+                        rules::normal_shutdown(),
+                        format!("cycle {cycle}: CC.SHN = 01b (normal shutdown) with no command in flight"),
+                        reason,
+                        "CSTS.SHST = 10b (shutdown processing complete) within CAP.TO",
+                    ));
+                }
+                judged
+            } else {
+                io.power_cut(cycle_seed)?;
+                super::workload::verdict(ctx, &work, &outcome)
+            };
+            let on = power_on(ctx, cycle, &cap)?;
+            judged?;
+            judge_ready(ctx, cycle, on.ready_ns, &cap)?;
+            let media = media_ready(ctx, &ranges[0])?;
+            tally.ready_ns.push(on.ready_ns);
+            tally.media_ready_ns.push(on.since_power_on_ns + media);
+            set_write_cache(ctx, &id, write_cache)?;
+            let smart_after = smart(ctx)?;
+            judge_counters(ctx, cycle, &smart_before, &smart_after, p.shutdown)?;
+            let started = Instant::now();
+            let qid = io_queue(ctx)?;
+            let device = &mut *ctx.device;
+            let verified = verify(
+                Broken::Integrity,
+                &ranges,
+                &ledger,
+                &survival,
+                &floor,
+                &mut map,
+                cycle_seed,
+                VERIFY_BLOCKS.min(max_blocks(ctx.facts.mdts_bytes, &ranges)),
+                &mut |nsid, lba, n, buf| read(device, qid, nsid, lba, n, buf),
+            )?;
+            tally.verify_wall += started.elapsed();
+            tally.cycles = cycle;
+            tally.blocks_judged += verified.blocks_judged;
+            tally.bytes_judged += verified.bytes_judged;
+            tally.survived += verified.survived;
+            tally.rolled_back += verified.rolled_back;
+            bar.set_position(cycle);
+            bar.set_message(format!(
+                "{} blocks verified, {:.0} MB/s",
+                tally.blocks_judged,
+                tally.bytes_judged as f64 / tally.verify_wall.as_secs_f64().max(1e-9) / 1e6
+            ));
+            if !verified.findings.is_empty() {
+                return Err(findings_failure(ctx, cycle, &ledger, &verified.findings, &survival, p.shutdown));
+            }
+            floor = map;
+        }
+        Ok(())
+    })();
+    bar.finish_and_clear();
+    ctx.map = floor;
+    record_figures(ctx, &tally);
+    result
+}
+
+/// The floor the first cycle starts from: what the case wrote before the campaign, made
+/// durable by a normal shutdown and a power cycle (nothing may be lost, §7.6.2), then read
+/// back. From then on every floor is what was read back after a power-on: on the media.
+fn establish_floor(
+    ctx: &mut CaseContext<'_>,
+    ranges: &[Range],
+    cap: &Cap,
+    id: &IdentifyController,
+    write_cache: WriteCacheSetting,
+    floor: &mut crate::data::HostMap,
+    seed: u64,
+) -> StepResult {
+    let shutdown = ctx.device.shutdown_then_power_off(seed)?;
+    let on = power_on(ctx, 0, cap)?;
+    if let Err(reason) = shutdown.complete {
+        return Err(ctx.fail_rule(
+            rules::normal_shutdown(),
+            "before the campaign: CC.SHN = 01b (normal shutdown) with no command in flight",
+            reason,
+            "CSTS.SHST = 10b (shutdown processing complete) within CAP.TO",
+        ));
+    }
+    ctx.log.push(format!(
+        "power_fail: before the campaign a normal shutdown and a power cycle (ready after {:.1} ms)",
+        on.ready_ns as f64 / 1e6
+    ));
+    set_write_cache(ctx, id, write_cache)?;
+    let qid = io_queue(ctx)?;
+    let per_read = VERIFY_BLOCKS.min(max_blocks(ctx.facts.mdts_bytes, ranges));
+    let device = &mut *ctx.device;
+    let mut map = floor.clone();
+    let survival = Survival::Completed("a normal shutdown completed before the power went (§7.6.2)".into());
+    let verified = verify(
+        Broken::Durability(Durable::Completion),
+        ranges,
+        &Ledger::default(),
+        &survival,
+        floor,
+        &mut map,
+        seed,
+        per_read,
+        &mut |nsid, lba, n, buf| read(device, qid, nsid, lba, n, buf),
+    )?;
+    if !verified.findings.is_empty() {
+        return Err(findings_failure(ctx, 0, &Ledger::default(), &verified.findings, &survival, true));
+    }
+    *floor = map;
+    Ok(())
+}
+
+/// Powers the drive on: a controller not ready even after the grace fails CAP.TO's rule.
+fn power_on(ctx: &mut CaseContext<'_>, cycle: u64, cap: &Cap) -> StepResult<nvme::driver::PowerOn> {
+    ctx.device.power_on(READY_GRACE).map_err(|e| match e {
+        e @ DeviceError::Driver(_) => ctx.fail_rule(
+            rules::ready_within_cap_to(),
+            format!("cycle {cycle}: power on, CC.EN = 1"),
+            e.to_string(),
+            format!("CSTS.RDY = 1 within CAP.TO ({} ms)", cap.timeout_ms()),
+        ),
+        e => StepError::from(e),
+    })
+}
+
+/// The failure of the engine's device error: a controller that stopped answering fails
+/// the command-completion rule; anything else is nvtest's error.
+fn engine_failure(ctx: &mut CaseContext<'_>, work: &Workload, e: DeviceError) -> StepError {
+    if e.controller_stopped() {
+        ctx.controller_lost = true;
+        return ctx.fail_rule(
+            rules::command_completes(),
+            format!("the power-fail load's commands ({})", super::workload::describe(work)),
+            e.to_string(),
+            "a completion queue entry for every command",
+        );
+    }
+    StepError::from(e)
+}
+
+fn progress_bar(cycles: u32) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(Some(cycles as u64), indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("power_fail: cycle {pos}/{len} {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn identify_controller(ctx: &mut CaseContext<'_>) -> StepResult<IdentifyController> {
+    let mut id = IdentifyController::new_zeroed();
+    let c = ctx.admin("Identify Controller", identify(Cns::Controller, 0, 0), Data::FromDevice(id.as_mut_bytes()))?;
+    ctx.require_success("Identify Controller", &c)?;
+    Ok(id)
+}
+
+fn read_cap(ctx: &mut CaseContext<'_>) -> StepResult<Cap> {
+    let Some(regs) = ctx.device.registers() else {
+        return Err(StepError::Skip("CAP (for CAP.TO) cannot be read on this target: looked at its registers".into()));
+    };
+    let cap = regs.read64(offset::CAP).map_err(|e| StepError::Error(format!("reading CAP: {e}")))?;
+    Ok(Cap::from_bits(cap))
+}
+
+/// Each job's range, with the namespace's atomic unit; two jobs on overlapping ranges
+/// of one namespace are read once.
+fn ranges(ctx: &mut CaseContext<'_>, jobs: &[crate::load::Job], id: &IdentifyController) -> StepResult<Vec<Range>> {
+    let mut out: Vec<Range> = Vec::new();
+    for j in jobs {
+        let nsid = j.namespace.nsid;
+        let mut ns = IdentifyNamespace::new_zeroed();
+        let what = format!("Identify Namespace NSID {nsid}");
+        let c = ctx.admin(&what, identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))?;
+        ctx.require_success(&what, &c)?;
+        // NAWUPF applies where NSFEAT bit 1 says it is defined and it is non-zero (0h:
+        // the controller's AWUPF applies, NVMe 1.4 Figure 245).
+        let unit = if ns.nsfeat.nsabp() && ns.nawupf != 0 { ns.nawupf } else { id.awupf };
+        let block_size = BlockSize::new(j.namespace.block_size as u32).map_err(|e| StepError::Error(e.to_string()))?;
+        let range = Range {
+            nsid,
+            first_lba: j.first_lba,
+            blocks: j.blocks,
+            block_size,
+            dealloc: j.namespace.dealloc_read,
+            atomic_blocks: unit as u64 + 1,
+        };
+        match out.iter_mut().find(|r| r.nsid == nsid) {
+            Some(r) => {
+                let end = (r.first_lba + r.blocks).max(range.first_lba + range.blocks);
+                r.first_lba = r.first_lba.min(range.first_lba);
+                r.blocks = end - r.first_lba;
+            }
+            None => out.push(range),
+        }
+    }
+    Ok(out)
+}
+
+/// Sets the volatile write cache as the campaign asks (Set Features 06h, not saved).
+fn set_write_cache(ctx: &mut CaseContext<'_>, id: &IdentifyController, setting: WriteCacheSetting) -> StepResult {
+    let wce = match setting {
+        WriteCacheSetting::AsFound => return Ok(()),
+        WriteCacheSetting::On => true,
+        WriteCacheSetting::Off => false,
+    };
+    if !id.vwc.present() {
+        if wce {
+            return Err(StepError::Skip(
+                "the case runs with the volatile write cache on; Identify Controller VWC bit 0 reports none".into(),
+            ));
+        }
+        return Ok(());
+    }
+    let what = format!("Set Features Volatile Write Cache (06h) WCE={}", wce as u8);
+    let cmd = set_features(FeatureId::VolatileWriteCache, false, 0, VolatileWriteCache::new().with_wce(wce).into());
+    let c = ctx.admin(&what, cmd, Data::None)?;
+    ctx.require_success(&what, &c)
+}
+
+/// Whether every completed write must survive, and why.
+fn survival(ctx: &mut CaseContext<'_>, id: &IdentifyController, shutdown: bool) -> StepResult<Survival> {
+    if shutdown {
+        return Ok(Survival::Completed("a normal shutdown completed before the power went (§7.6.2)".into()));
+    }
+    if let Some(claims) = ctx.claims.clone() {
+        if let Some(c) = claims.power_loss_protection.as_ref().filter(|c| c.value) {
+            return Ok(Survival::Completed(format!(
+                "claim {}",
+                claims.cite(c, "power_loss_protection: every completed write survives a power loss")
+            )));
+        }
+    }
+    if !id.vwc.present() {
+        return Ok(Survival::Completed("Identify Controller VWC bit 0 cleared: no volatile write cache".into()));
+    }
+    let what = "Get Features Volatile Write Cache (06h), current";
+    let c = ctx.admin(what, get_features(FeatureId::VolatileWriteCache, Select::Current, 0, 0), Data::None)?;
+    ctx.require_success(what, &c)?;
+    if !VolatileWriteCache::from_bits(c.dw0).wce() {
+        return Ok(Survival::Completed("the volatile write cache is disabled (Feature 06h WCE cleared)".into()));
+    }
+    Ok(Survival::Flushed)
+}
+
+fn smart(ctx: &mut CaseContext<'_>) -> StepResult<SmartHealthLog> {
+    let mut bytes = vec![0u8; 512];
+    let what = "Get Log Page SMART / Health Information (02h)";
+    let cmd = get_log_page(LogPageId::SmartHealth, 0xFFFF_FFFF, 512, 0, false)
+        .map_err(|e| StepError::Error(e.to_string()))?;
+    let c = ctx.admin(what, cmd, Data::FromDevice(&mut bytes))?;
+    ctx.require_success(what, &c)?;
+    SmartHealthLog::read_from_bytes(&bytes).map_err(|_| StepError::Error("SMART log: 512 bytes expected".into()))
+}
+
+fn judge_counters(
+    ctx: &CaseContext<'_>,
+    cycle: u64,
+    before: &SmartHealthLog,
+    after: &SmartHealthLog,
+    shutdown: bool,
+) -> StepResult {
+    let cycles = after.power_cycles.get().wrapping_sub(before.power_cycles.get());
+    let unsafe_ = after.unsafe_shutdowns.get().wrapping_sub(before.unsafe_shutdowns.get());
+    let wanted_unsafe = if shutdown { 0 } else { 1 };
+    if cycles == 1 && unsafe_ == wanted_unsafe {
+        return Ok(());
+    }
+    let rule = if shutdown && cycles == 1 { rules::normal_shutdown() } else { rules::smart_power_counters() };
+    Err(ctx.fail_rule(
+        rule,
+        format!(
+            "cycle {cycle}: {}, then Get Log Page 02h before and after",
+            if shutdown { "a normal shutdown and a power cycle" } else { "a power loss under load" }
+        ),
+        format!(
+            "Power Cycles {} -> {} (+{cycles}), Unsafe Shutdowns {} -> {} (+{unsafe_})",
+            before.power_cycles.get(),
+            after.power_cycles.get(),
+            before.unsafe_shutdowns.get(),
+            after.unsafe_shutdowns.get()
+        ),
+        format!("Power Cycles +1, Unsafe Shutdowns +{wanted_unsafe}"),
+    ))
+}
+
+fn judge_ready(ctx: &CaseContext<'_>, cycle: u64, ready_ns: u64, cap: &Cap) -> StepResult {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let bound_ns = cap.timeout_ms() * 1_000_000;
+    if ready_ns > bound_ns {
+        return Err(ctx.fail_rule(
+            rules::ready_within_cap_to(),
+            format!("cycle {cycle}: power on, CC.EN = 1"),
+            format!("CSTS.RDY = 1 after {:.1} ms", ms(ready_ns)),
+            format!("CSTS.RDY = 1 within CAP.TO = {} ({} ms)", cap.to(), cap.timeout_ms()),
+        ));
+    }
+    let Some(claims) = ctx.claims.as_ref() else { return Ok(()) };
+    let Some(claim) = claims.ready_time.as_ref() else { return Ok(()) };
+    let claimed = claim.value.as_nanos() as u64;
+    if ready_ns > claimed {
+        return Err(StepError::Fail(Failure {
+            rule: Rule {
+                section: format!("claim {}", claims.cite(claim, "ready_time")),
+                text: "the drive's datasheet ready time after power-on (a claim, not a rule of the specification)"
+                    .into(),
+            },
+            sent: format!("cycle {cycle}: power on after a power loss, CC.EN = 1"),
+            observed: format!("CSTS.RDY = 1 after {:.1} ms", ms(ready_ns)),
+            expected: format!("CSTS.RDY = 1 within {:.1} ms", ms(claimed)),
+        }));
+    }
+    Ok(())
+}
+
+/// From the controller ready to the first successful read of the first range (ns on
+/// the target's clock): when the media serves data again.
+fn media_ready(ctx: &mut CaseContext<'_>, range: &Range) -> StepResult<u64> {
+    let mut io = ctx.device.queued_io(&[QueueSpec { depth: 1, priority: QueuePriority::Medium }])?;
+    let start = io.now_ns();
+    let bytes = range.block_size.bytes();
+    let mut result = None;
+    io.submit(0, nvm::read(range.nsid, range.first_lba, 0), Transfer::FromDevice(bytes), Transfer::None)?;
+    io.ring(0)?;
+    while result.is_none() {
+        io.poll(0, &mut |r| result = Some(r.completion.status()))?;
+        if result.is_some() {
+            break;
+        }
+        if let Some(e) = io.expired(0) {
+            return Err(StepError::from(e));
+        }
+        let now = io.now_ns();
+        io.idle_until(now + 100_000)?;
+    }
+    let took = io.now_ns().saturating_sub(start);
+    io.close()?;
+    match result {
+        Some(s) if s.is_success() => Ok(took),
+        Some(s) => Err(ctx.fail_rule(
+            rules::io_within_namespace(),
+            format!("the first Read after power-on: NSID {} SLBA {:#x}", range.nsid, range.first_lba),
+            s.to_string(),
+            "Successful Completion once CSTS.RDY is 1",
+        )),
+        None => Err(StepError::Error("the first read after power-on completed without a status".into())),
+    }
+}
+
+fn io_queue(ctx: &CaseContext<'_>) -> StepResult<u16> {
+    ctx.device.io_queues().first().copied().ok_or_else(|| StepError::Error("no I/O queue after power-on".into()))
+}
+
+fn max_blocks(mdts: Option<u64>, ranges: &[Range]) -> u64 {
+    let largest = ranges.iter().map(|r| r.block_size.bytes() as u64).max().unwrap_or(512);
+    mdts.map_or(u64::MAX, |m| (m / largest).max(1))
+}
+
+fn read(
+    device: &mut dyn nvme::device::Device,
+    qid: u16,
+    nsid: u32,
+    lba: u64,
+    n: u64,
+    buf: &mut [u8],
+) -> StepResult<()> {
+    let c = device.io(qid, nvm::read(nsid, lba, (n - 1) as u16), Data::FromDevice(buf), Data::None)?;
+    if !c.status().is_success() {
+        return Err(StepError::Fail(Failure {
+            rule: rules::io_within_namespace(),
+            sent: format!("verification after the cut: Read NSID {nsid} SLBA {lba:#x} NLB {}", n - 1),
+            observed: c.status().to_string(),
+            expected: "Successful Completion (a read inside the namespace, within MDTS)".into(),
+        }));
+    }
+    Ok(())
+}
+
+/// The rule a finding breaks.
+fn rule_of(broken: &Broken, survival: &Survival, shutdown: bool) -> Rule {
+    match broken {
+        Broken::Durability(Durable::Fua | Durable::Flush(_)) => rules::flush_fua_durable(),
+        Broken::Durability(Durable::Completion) if shutdown => rules::normal_shutdown(),
+        Broken::Durability(Durable::Completion) => match survival {
+            Survival::Completed(why) if why.starts_with("claim ") => Rule {
+                section: why.split(" (").next().unwrap_or(why).to_string(),
+                text: "the drive's datasheet power-loss protection: every completed write survives a power loss \
+                       (a claim, not a rule of the specification)"
+                    .into(),
+            },
+            _ => rules::no_volatile_cache_durable(),
+        },
+        Broken::Integrity => rules::power_fail_integrity(),
+        Broken::Atomicity => rules::atomic_write_unit_power_fail(),
+    }
+}
+
+/// The case's failure from a cycle's findings: the first finding's rule (data never
+/// written first, then durability, then atomicity), every finding listed in the log.
+fn findings_failure(
+    ctx: &mut CaseContext<'_>,
+    cycle: u64,
+    ledger: &Ledger,
+    findings: &[Finding],
+    survival: &Survival,
+    shutdown: bool,
+) -> StepError {
+    let rank = |f: &Finding| match f.broken {
+        Broken::Integrity => 0,
+        Broken::Durability(_) => 1,
+        Broken::Atomicity => 2,
+    };
+    let mut sorted: Vec<&Finding> = findings.iter().collect();
+    sorted.sort_by_key(|f| rank(f));
+    let line = |f: &Finding| {
+        let by = f.write.map(|w| format!(" ({})", ledger.writes[w].describe())).unwrap_or_default();
+        let why = match &f.broken {
+            Broken::Durability(Durable::Fua) => " — completed with FUA",
+            Broken::Durability(Durable::Flush(_)) => " — completed before a Flush that completed",
+            Broken::Durability(Durable::Completion) => " — completed",
+            _ => "",
+        };
+        let lbas = match f.lbas.as_slice() {
+            [one] => format!("LBA {one:#x}"),
+            many => format!("LBAs {}", crate::power::verify::ranges_text(many)),
+        };
+        format!("NSID {} {lbas}{by}{why}: expected {}, found {}", f.nsid, f.expected, f.found)
+    };
+    ctx.log.push(format!("power_fail: cycle {cycle}: {} findings", findings.len()));
+    for f in sorted.iter().take(LISTED) {
+        ctx.log.push(format!("  {}", line(f)));
+    }
+    let first = sorted[0];
+    let blocks: usize = findings.iter().map(|f| f.lbas.len()).sum();
+    let how = match survival {
+        Survival::Flushed => "a power loss under load".to_string(),
+        Survival::Completed(why) => format!("a power loss under load; {why}"),
+    };
+    StepError::Fail(Failure {
+        rule: rule_of(&first.broken, survival, shutdown),
+        sent: format!("cycle {cycle}: {how}; every block of the load's ranges read back"),
+        observed: format!("{} ({} findings, {blocks} blocks in all)", line(first), findings.len()),
+        expected: "each block holds the newest write that had to survive, or a newer write of the cycle".into(),
+    })
+}
+
+/// Campaign figures: cycles, writes in flight at each cut, blocks judged, ready times.
+fn record_figures(ctx: &mut CaseContext<'_>, t: &Tally) {
+    if t.cycles == 0 {
+        return;
+    }
+    let mut figures = vec![
+        Figure { name: "power_fail.cycles".into(), value: t.cycles as f64, unit: "cycles" },
+        Figure { name: "power_fail.blocks_judged".into(), value: t.blocks_judged as f64, unit: "blocks" },
+        Figure { name: "power_fail.blocks_survived".into(), value: t.survived as f64, unit: "blocks" },
+        Figure { name: "power_fail.blocks_rolled_back".into(), value: t.rolled_back as f64, unit: "blocks" },
+        Figure {
+            name: "power_fail.verify_mb_per_s".into(),
+            value: round3(t.bytes_judged as f64 / t.verify_wall.as_secs_f64().max(1e-9) / 1e6),
+            unit: "MB/s",
+        },
+    ];
+    let mut spread = |name: &str, values: &[u64], scale: f64, unit: &'static str| {
+        let mut v = values.to_vec();
+        v.sort_unstable();
+        if v.is_empty() {
+            return;
+        }
+        for (label, x) in [("min", v[0]), ("median", v[v.len() / 2]), ("max", v[v.len() - 1])] {
+            figures.push(Figure { name: format!("power_fail.{name}.{label}"), value: round3(x as f64 / scale), unit });
+        }
+    };
+    spread("writes_in_flight_at_cut", &t.in_flight, 1.0, "writes");
+    spread("ready_ms", &t.ready_ns, 1e6, "ms");
+    spread("media_ready_ms", &t.media_ready_ns, 1e6, "ms");
+    ctx.figures.push(JobFigures {
+        job: "power_fail".into(),
+        window_ns: 0,
+        simulated_clock: false,
+        ops: Vec::new(),
+        extra: figures,
+    });
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
