@@ -58,7 +58,7 @@ use nvtest::data::{DeallocatedRead, Expectation, HostMap};
 use nvtest::exec::{case_seed, Session};
 use nvtest::load::job::Namespace;
 use nvtest::load::{engine, End, Job, Journal, Mix, NoJournal, Pattern, Stop, Workload};
-use nvtest::power::journal_file::{Both, FileJournal, Header, SYNC_EVERY};
+use nvtest::power::journal_file::{Both, FileJournal, Header, SYNC_AFTER, SYNC_EVERY};
 use nvtest::power::Ledger;
 use nvtest::targets::{self, TargetSpec, DEFAULT_SIM_PROFILE};
 use nvtest::verdict::Verdict;
@@ -591,7 +591,8 @@ fn main() -> ExitCode {
     if wanted("journal") {
         println!(
             "(c) 4 KiB random writes (a flush in fifty), queue depth {QUEUE_DEPTH}, on sim:{DEFAULT_SIM_PROFILE}: the \
-             power-fail journal (ledger and file, synced every {SYNC_EVERY} records) on, next to off; {rounds} rounds"
+             power-fail journal (ledger and file, synced every {SYNC_EVERY} records or {} ms) on, next to off; {rounds} rounds",
+            SYNC_AFTER.as_millis()
         );
         match journal_row(secs, rounds) {
             Ok(row) => rows.push(row),

@@ -183,3 +183,24 @@ fn small_namespaces_run_every_case_that_fits_them() {
     }
     assert!(passed >= 65, "only {passed} cases passed on small namespaces");
 }
+
+/// QEMU's NVMe controller has no power switch nvtest can use (yet): every power-fail
+/// case is skipped, saying what was looked at, and nothing fails.
+#[test]
+fn power_fail_cases_skip_on_a_target_without_a_power_switch() {
+    require_qemu();
+    let spec = TargetSpec::parse("qemu:ns32").unwrap();
+    let mut session = Session::open(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let path = repo().join("suites").join("power-fail.yaml");
+    let loaded = load_file(&path, Some("power-fail")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!loaded.cases.is_empty());
+    for case in &loaded.cases {
+        let outcome = session.run_case(case, nvtest::exec::fresh_run_seed());
+        match &outcome.verdict {
+            Verdict::Skipped(reason) => {
+                assert!(reason.contains("no power switch") && reason.contains("looked at"), "{}: {reason}", case.name)
+            }
+            other => panic!("power-fail::{} on qemu:ns32: expected a skip, got {other:?}", case.name),
+        }
+    }
+}

@@ -15,7 +15,7 @@
 //! never in flight together (the engine keeps data-changing commands apart), so the
 //! writes of a block are totally ordered and their generations increase with it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::load::{Change, Journal, WriteRecord};
 
@@ -83,7 +83,7 @@ pub struct Ledger {
     pub writes: Vec<Write>,
     pub flushes: Vec<Flush>,
     /// Writes not yet completed, by (NSID, SLBA, generation): where a completion goes.
-    open: BTreeMap<(u32, u64, u64), usize>,
+    open: HashMap<(u32, u64, u64), usize>,
     open_flushes: BTreeMap<(u32, u64), Vec<usize>>,
     /// Deallocates journalled (a power-fail load has none; counted to refuse them).
     pub deallocates: u64,

@@ -14,13 +14,16 @@
 //! reports it) that was not yet durable must have survived whole or not at all, on the
 //! blocks no later write of the cycle covers ([`Broken::Atomicity`]).
 //!
-//! Untouched runs are judged with [`judge_range`] against the floor (the fast path);
-//! only touched blocks, and a run that fails, are looked at block by block.
+//! The fast path: each run of blocks whose newest write is one command (or that no write
+//! touched) is judged with [`judge_range`] against "every write reached the media", then
+//! against "only what had to survive did"; a run matching either is allowed whole. Only a
+//! run that matches neither is looked at block by block.
 
 use std::collections::BTreeMap;
 
 use crate::data::{
     decode_header, judge_block, judge_range, BlockSize, DeallocatedRead, Expectation, Found, HostMap, JudgeError,
+    Segment,
 };
 
 use super::ledger::{Durable, Ledger, Survival};
@@ -108,11 +111,30 @@ pub fn verify<E>(
     let last_flush = ledger.last_flushes();
     let durable: Vec<Option<Durable>> =
         (0..ledger.writes.len()).map(|i| ledger.durable(i, survival, &last_flush)).collect();
-    let touched = ledger.blocks();
-    let mut out = Verified::default();
-    let mut findings: Vec<Finding> = Vec::new();
-    // Per write: its blocks that held it (true) or not (false), where it is the newest write.
-    let mut atomic: BTreeMap<usize, Vec<(u64, bool)>> = BTreeMap::new();
+    // What each block holds if every write of the cycle reached the media, and if only
+    // those that had to: a run matching either is allowed as a whole (the fast path).
+    let mut newest = floor.clone();
+    let mut durable_only = floor.clone();
+    for (i, w) in ledger.writes.iter().enumerate() {
+        let r = &w.record;
+        newest.record_write(r.nsid, r.first_lba, r.blocks, r.generation, seed);
+        if durable[i].is_some() {
+            durable_only.record_write(r.nsid, r.first_lba, r.blocks, r.generation, seed);
+        }
+    }
+    // The ledger's writes are in submission order, so in generation order too.
+    let write_of = |generation: u64| ledger.writes.binary_search_by_key(&generation, |w| w.record.generation).ok();
+    let mut j = Judging {
+        untouched,
+        ledger,
+        durable,
+        floor,
+        seed,
+        touched: None,
+        out: Verified::default(),
+        findings: Vec::new(),
+        atomic: BTreeMap::new(),
+    };
     for r in ranges {
         let bs = r.block_size.bytes();
         let mut buf = Vec::new();
@@ -122,126 +144,65 @@ pub fn verify<E>(
             let n = per_read.max(1).min(end - lba);
             buf.resize(n as usize * bs, 0);
             read(r.nsid, lba, n, &mut buf)?;
-            out.blocks_judged += n;
-            out.bytes_judged += n * bs as u64;
-            let mut at = lba;
-            let chunk_end = lba + n;
-            let mut hits = touched.range((r.nsid, lba)..(r.nsid, chunk_end)).peekable();
-            while at < chunk_end {
-                let next_touched = hits.peek().map_or(chunk_end, |((_, l), _)| *l);
-                if next_touched > at {
-                    // An untouched run: still what the floor says.
-                    let slice = &buf[(at - lba) as usize * bs..(next_touched - lba) as usize * bs];
-                    if judge_range(slice, r.nsid, at, r.block_size, floor, r.dealloc).is_err() {
-                        for (i, block) in slice.chunks(bs).enumerate() {
-                            let b = at + i as u64;
-                            let held = held(block, r.nsid, b, seed, floor, r.dealloc);
-                            let found = match held {
-                                Held::Floor => continue,
-                                Held::Generation(g) => {
-                                    format!("generation {g}, not what the verification after the previous cycle found")
-                                }
-                                Held::Wrong(ref w, _) => w.clone(),
-                            };
-                            let foreign = matches!(held, Held::Wrong(_, true));
-                            map.forget(r.nsid, b, 1);
-                            push(
-                                &mut findings,
-                                Finding {
-                                    broken: if foreign { Broken::Integrity } else { untouched.clone() },
-                                    nsid: r.nsid,
-                                    lbas: vec![b],
-                                    write: None,
-                                    expected: describe(floor.state_at(r.nsid, b)),
-                                    found,
-                                },
-                            );
+            j.out.blocks_judged += n;
+            j.out.bytes_judged += n * bs as u64;
+            let segments: Vec<Segment> = match newest.namespace(r.nsid) {
+                Some(m) => m.segments(lba, n).collect(),
+                None => vec![Segment { first: lba, count: n, state: Expectation::Unknown }],
+            };
+            for seg in segments {
+                let sub = &buf[(seg.first - lba) as usize * bs..(seg.first - lba + seg.count) as usize * bs];
+                let write = match seg.state {
+                    Expectation::Written { generation, seed: s } if s == seed => write_of(generation),
+                    _ => None,
+                };
+                let judged = |m: &HostMap| judge_range(sub, r.nsid, seg.first, r.block_size, m, r.dealloc).is_ok();
+                // A lost write's run fails at its first block: that block alone is tried first.
+                let first_new = judge_range(&sub[..bs], r.nsid, seg.first, r.block_size, &newest, r.dealloc).is_ok();
+                if first_new && judged(&newest) {
+                    if let Some(w) = write {
+                        // Every block holds the newest write of it; the engine's map knows
+                        // the completed ones already.
+                        j.out.survived += seg.count;
+                        if ledger.writes[w].completed.is_none() {
+                            map.namespace_mut(r.nsid).set(seg.first, seg.count, seg.state);
                         }
+                        j.note_atomic(r, w, seg.first, seg.count, true);
                     }
-                    at = next_touched;
                     continue;
                 }
-                let Some((_, writes)) = hits.next() else { break };
-                let block = &buf[(at - lba) as usize * bs..(at - lba + 1) as usize * bs];
-                let held = held(block, r.nsid, at, seed, floor, r.dealloc);
-                let newest_durable = writes.iter().rposition(|&w| durable[w].is_some());
-                let allowed = &writes[newest_durable.unwrap_or(0)..];
-                let generation = |w: usize| ledger.writes[w].record.generation;
-                let ok = match &held {
-                    Held::Floor => newest_durable.is_none(),
-                    Held::Generation(g) => allowed.iter().any(|&w| generation(w) == *g),
-                    Held::Wrong(..) => false,
-                };
-                if ok {
-                    match held {
-                        Held::Floor => {
-                            out.rolled_back += 1;
-                            map.namespace_mut(r.nsid).set(at, 1, floor.state_at(r.nsid, at));
-                        }
-                        Held::Generation(g) => {
-                            out.survived += 1;
-                            map.namespace_mut(r.nsid).set(at, 1, Expectation::Written { generation: g, seed });
-                        }
-                        Held::Wrong(..) => {}
-                    }
-                    if let Some(&last) = writes.last() {
-                        if durable[last].is_none() && ledger.writes[last].record.blocks <= r.atomic_blocks {
-                            atomic.entry(last).or_default().push((at, held == Held::Generation(generation(last))));
-                        }
-                    }
-                } else {
-                    map.forget(r.nsid, at, 1);
-                    let stale = match &held {
-                        Held::Floor => Some("what it held before the cycle".to_string()),
-                        Held::Generation(g) if writes.iter().any(|&w| generation(w) == *g) => {
-                            Some(format!("the older generation {g}"))
-                        }
-                        _ => None,
+                if let Some(w) = write.filter(|_| judged(&durable_only)) {
+                    // Every block holds the newest write that had to survive (or the floor):
+                    // the writes after it were lost, which they may be.
+                    let held: Vec<Segment> = match durable_only.namespace(r.nsid) {
+                        Some(m) => m.segments(seg.first, seg.count).collect(),
+                        None => Vec::new(),
                     };
-                    let finding = match (stale, newest_durable) {
-                        (Some(found), Some(d)) => Finding {
-                            broken: Broken::Durability(durable[writes[d]].unwrap_or(Durable::Completion)),
-                            nsid: r.nsid,
-                            lbas: vec![at],
-                            write: Some(writes[d]),
-                            expected: format!("generation {} or newer", generation(writes[d])),
-                            found,
-                        },
-                        (_, d) => Finding {
-                            broken: Broken::Integrity,
-                            nsid: r.nsid,
-                            lbas: vec![at],
-                            write: writes.last().copied(),
-                            expected: match d {
-                                Some(d) => format!("generation {} or newer", generation(writes[d])),
-                                None => format!(
-                                    "{}, or a generation of the cycle's writes ({})",
-                                    describe(floor.state_at(r.nsid, at)),
-                                    writes.iter().map(|&w| generation(w).to_string()).collect::<Vec<_>>().join(", ")
-                                ),
-                            },
-                            found: match held {
-                                Held::Wrong(w, _) => w,
-                                Held::Generation(g) => format!("generation {g}, which no write of this block had"),
-                                Held::Floor => "what it held before the cycle".into(),
-                            },
-                        },
-                    };
-                    push(&mut findings, finding);
+                    for h in held {
+                        map.namespace_mut(r.nsid).set(h.first, h.count, h.state);
+                    }
+                    j.out.rolled_back += seg.count;
+                    j.note_atomic(r, w, seg.first, seg.count, false);
+                    continue;
                 }
-                at += 1;
+                j.blocks(r, seg.first, sub, map);
             }
             lba += n;
         }
     }
-    for (w, blocks) in atomic {
-        let kept = blocks.iter().filter(|(_, k)| *k).count();
-        if kept == 0 || kept == blocks.len() {
+    let Judging { out, mut findings, atomic, .. } = j;
+    let mut out = out;
+    for (w, runs) in atomic {
+        let total: u64 = runs.iter().map(|(_, n, _)| n).sum();
+        let kept: u64 = runs.iter().filter(|(_, _, k)| *k).map(|(_, n, _)| n).sum();
+        if kept == 0 || kept == total {
             continue;
         }
         let record = &ledger.writes[w].record;
         let list = |want: bool| {
-            let lbas: Vec<u64> = blocks.iter().filter(|(_, k)| *k == want).map(|(l, _)| *l).collect();
+            let mut lbas: Vec<u64> =
+                runs.iter().filter(|(_, _, k)| *k == want).flat_map(|&(first, n, _)| first..first + n).collect();
+            lbas.sort_unstable();
             ranges_text(&lbas)
         };
         findings.push(Finding {
@@ -250,8 +211,7 @@ pub fn verify<E>(
             lbas: (record.first_lba..record.first_lba + record.blocks).collect(),
             write: Some(w),
             expected: format!(
-                "all {} blocks of generation {} or none of them (the write is within the atomic unit)",
-                blocks.len(),
+                "all {total} blocks of generation {} or none of them (the write is within the atomic unit)",
                 record.generation
             ),
             found: format!("generation {} at {}, the older data at {}", record.generation, list(true), list(false)),
@@ -259,6 +219,133 @@ pub fn verify<E>(
     }
     out.findings = findings;
     Ok(out)
+}
+
+/// The state of one verification: what it judges against and what it found so far.
+struct Judging<'a> {
+    untouched: Broken,
+    ledger: &'a Ledger,
+    durable: Vec<Option<Durable>>,
+    floor: &'a HostMap,
+    seed: u64,
+    /// The writes of each touched block, built when a block is first judged on its own.
+    touched: Option<BTreeMap<(u32, u64), Vec<usize>>>,
+    out: Verified,
+    findings: Vec<Finding>,
+    /// Per write within the atomic unit and not durable: runs of its blocks (where it is
+    /// the newest write), first and count, that held it (true) or not (false).
+    atomic: BTreeMap<usize, Vec<(u64, u64, bool)>>,
+}
+
+impl Judging<'_> {
+    fn note_atomic(&mut self, r: &Range, w: usize, first: u64, count: u64, kept: bool) {
+        if self.durable[w].is_none() && self.ledger.writes[w].record.blocks <= r.atomic_blocks {
+            self.atomic.entry(w).or_default().push((first, count, kept));
+        }
+    }
+
+    /// Judges the blocks of `buf`, read from `first`, one by one: the slow path of a run
+    /// that neither all-new nor all-durable content explains.
+    fn blocks(&mut self, r: &Range, first: u64, buf: &[u8], map: &mut HostMap) {
+        let ledger = self.ledger;
+        let touched = self.touched.take().unwrap_or_else(|| ledger.blocks());
+        let (floor, seed) = (self.floor, self.seed);
+        let bs = r.block_size.bytes();
+        for (i, block) in buf.chunks(bs).enumerate() {
+            let at = first + i as u64;
+            let held = held(block, r.nsid, at, seed, floor, r.dealloc);
+            let Some(writes) = touched.get(&(r.nsid, at)) else {
+                // Untouched: still what the floor says.
+                let found = match held {
+                    Held::Floor => continue,
+                    Held::Generation(g) => {
+                        format!("generation {g}, not what the verification after the previous cycle found")
+                    }
+                    Held::Wrong(ref w, _) => w.clone(),
+                };
+                let foreign = matches!(held, Held::Wrong(_, true));
+                map.forget(r.nsid, at, 1);
+                push(
+                    &mut self.findings,
+                    Finding {
+                        broken: if foreign { Broken::Integrity } else { self.untouched.clone() },
+                        nsid: r.nsid,
+                        lbas: vec![at],
+                        write: None,
+                        expected: describe(floor.state_at(r.nsid, at)),
+                        found,
+                    },
+                );
+                continue;
+            };
+            let newest_durable = writes.iter().rposition(|&w| self.durable[w].is_some());
+            let allowed = &writes[newest_durable.unwrap_or(0)..];
+            let generation = |w: usize| ledger.writes[w].record.generation;
+            let ok = match &held {
+                Held::Floor => newest_durable.is_none(),
+                Held::Generation(g) => allowed.iter().any(|&w| generation(w) == *g),
+                Held::Wrong(..) => false,
+            };
+            if ok {
+                let last = writes.last().copied();
+                match held {
+                    Held::Floor => {
+                        self.out.rolled_back += 1;
+                        map.namespace_mut(r.nsid).set(at, 1, floor.state_at(r.nsid, at));
+                    }
+                    Held::Generation(g) => {
+                        self.out.survived += 1;
+                        map.namespace_mut(r.nsid).set(at, 1, Expectation::Written { generation: g, seed });
+                    }
+                    Held::Wrong(..) => {}
+                }
+                if let Some(last) = last {
+                    let kept = held == Held::Generation(generation(last));
+                    self.note_atomic(r, last, at, 1, kept);
+                }
+                continue;
+            }
+            map.forget(r.nsid, at, 1);
+            let stale = match &held {
+                Held::Floor => Some("what it held before the cycle".to_string()),
+                Held::Generation(g) if writes.iter().any(|&w| generation(w) == *g) => {
+                    Some(format!("the older generation {g}"))
+                }
+                _ => None,
+            };
+            let finding = match (stale, newest_durable) {
+                (Some(found), Some(d)) => Finding {
+                    broken: Broken::Durability(self.durable[writes[d]].unwrap_or(Durable::Completion)),
+                    nsid: r.nsid,
+                    lbas: vec![at],
+                    write: Some(writes[d]),
+                    expected: format!("generation {} or newer", generation(writes[d])),
+                    found,
+                },
+                (_, d) => Finding {
+                    broken: Broken::Integrity,
+                    nsid: r.nsid,
+                    lbas: vec![at],
+                    write: writes.last().copied(),
+                    expected: match d {
+                        Some(d) => format!("generation {} or newer", generation(writes[d])),
+                        None => format!(
+                            "{}, or a generation of the cycle's writes ({})",
+                            describe(floor.state_at(r.nsid, at)),
+                            writes.iter().map(|&w| generation(w).to_string()).collect::<Vec<_>>().join(", ")
+                        ),
+                    },
+                    found: match held {
+                        Held::Wrong(w, _) => w,
+                        Held::Generation(g) => format!("generation {g}, which no write of this block had"),
+                        Held::Floor => "what it held before the cycle".into(),
+                    },
+                },
+            };
+            push(&mut self.findings, finding);
+        }
+        self.touched = Some(touched);
+    }
 }
 
 /// Adds `f` to the finding of the same rule, namespace, command and expectation, if

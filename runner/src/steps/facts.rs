@@ -13,6 +13,10 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use crate::suite::model::Requirement;
 
+/// Why a power-fail case cannot run on a target without a power switch.
+pub const NO_POWER_SWITCH: &str = "the target has no power switch (looked at the target's power capability: the \
+     simulated drive has one; QEMU and hardware drives need the power control of a later issue)";
+
 /// Facts about the controller under test, read once when the session opens.
 #[derive(Clone, Debug)]
 pub struct Facts {
@@ -37,6 +41,8 @@ pub struct Facts {
     pub provisioned_formats: Vec<(u32, FormatNvm)>,
     /// The Commands Supported and Effects log (05h), when LPA bit 1 says it exists.
     pub effects: Option<CommandsSupportedAndEffects>,
+    /// How the target switches the drive's power, if it can.
+    pub power: Option<nvme::transport::PowerMethod>,
 }
 
 /// A namespace's format settings as Format NVM would set them (NVMe 1.4 Figure 273: LBAF
@@ -83,6 +89,7 @@ impl Facts {
             active_namespaces: Vec::new(),
             provisioned_formats: Vec::new(),
             effects: None,
+            power: device.power_method(),
         };
         if facts.identify.lpa.commands_supported_and_effects() {
             facts.effects = read_effects(device)?;
@@ -190,6 +197,7 @@ impl Facts {
             Requirement::UserspaceDriver => {
                 (self.access != Access::Userspace).then(|| "needs a userspace-driver target (sim, qemu)".to_string())
             }
+            Requirement::PowerSwitch => self.power.is_none().then(|| NO_POWER_SWITCH.to_string()),
         }
     }
 }

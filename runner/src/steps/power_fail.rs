@@ -57,11 +57,7 @@ struct Tally {
 
 pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
     let Some(method) = ctx.device.power_method() else {
-        return Err(StepError::Skip(
-            "the target has no power switch (the simulated drive has one; QEMU and hardware need the power-fail \
-             rig of a later issue): looked at the target's power capability"
-                .into(),
-        ));
+        return Err(StepError::Skip(super::facts::NO_POWER_SWITCH.into()));
     };
     let cycles = super::resolve::param(&p.cycles)?;
     let cut_within_ns = super::resolve::param(&p.cut_within_ms)?.max(1).saturating_mul(1_000_000);

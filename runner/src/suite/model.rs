@@ -132,6 +132,9 @@ pub enum Requirement {
     NamespaceAttributeNotices,
     /// nvtest's own host driver owns the controller (registers and queues reachable).
     UserspaceDriver,
+    /// The target can switch the drive's power (the simulated drive; QEMU and hardware
+    /// rigs later): the power-fail cases.
+    PowerSwitch,
 }
 
 /// A status a step expects: a spec status name ("LBA Out of Range"), `success`, or
