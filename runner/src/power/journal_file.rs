@@ -210,7 +210,8 @@ impl FileJournal {
         self.records += 1;
         self.unsynced += 1;
         // The clock is read once in 256 records: cheap next to the records themselves.
-        if self.unsynced >= SYNC_EVERY || (self.unsynced % 256 == 0 && self.synced_at.elapsed() >= SYNC_AFTER) {
+        if self.unsynced >= SYNC_EVERY || (self.unsynced.is_multiple_of(256) && self.synced_at.elapsed() >= SYNC_AFTER)
+        {
             let _ = self.sync();
         }
     }
