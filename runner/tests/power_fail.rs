@@ -102,3 +102,24 @@ fn a_drive_that_loses_its_cache_despite_protection_fails_naming_the_claim() {
     assert!(stdout.contains("claim ") && stdout.contains("enterprise-1.2a.yaml:"), "{stdout}");
     assert!(stdout.contains("power-loss protection"), "{stdout}");
 }
+
+/// A campaign that cannot mean anything is refused when the suite loads, with the place
+/// in the file, before any device is opened.
+#[test]
+fn a_power_fail_step_with_no_cycles_or_a_deallocating_load_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("bad.yaml");
+    std::fs::write(
+        &suite,
+        "suite: bad\ntitle: t\nspec: [x]\ndestructive: true\ncases:\n  - name: c\n    title: t\n    rule: r\n    steps:\n      \
+         - use_namespaces: {count: 1, lbads: [512], blocks: 4096}\n      - power_fail:\n          cycles: 0\n          \
+         cut_within_ms: 5\n          jobs:\n            - {name: a, ns: 1, write: 50, deallocate: 50, queue_depth: 4}\n",
+    )
+    .unwrap();
+    let out = nvtest(&["--suite", suite.to_str().unwrap(), "sim"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bad.yaml:12:19: `cycles: 0`"), "{stderr}");
+    assert!(stderr.contains("bad.yaml:15:55: a power-fail load has no deallocates"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("running"), "nothing may run");
+}

@@ -60,6 +60,12 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
         return Err(StepError::Skip(super::facts::NO_POWER_SWITCH.into()));
     };
     let cycles = super::resolve::param(&p.cycles)?;
+    if cycles == 0 || p.jobs.is_empty() {
+        return Err(StepError::Error(format!(
+            "power_fail needs at least one cycle and one job (has {cycles} cycles, {} jobs)",
+            p.jobs.len()
+        )));
+    }
     let cut_within_ns = super::resolve::param(&p.cut_within_ms)?.max(1).saturating_mul(1_000_000);
     let mut jobs = Vec::with_capacity(p.jobs.len());
     for job in &p.jobs {

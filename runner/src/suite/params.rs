@@ -318,6 +318,20 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
         }
         Step::Workload { jobs, qos: _ } => workload_jobs(&mut parts, jobs),
         Step::PowerFail(p) => {
+            if p.jobs.is_empty() {
+                parts.misuses.push((at("jobs"), "`power_fail` needs at least one job".to_string()));
+            }
+            if p.cycles == Param::Value(0) {
+                parts.misuses.push((at("cycles"), "`cycles: 0` cuts the power no time; give at least 1".to_string()));
+            }
+            for (i, job) in p.jobs.iter().enumerate() {
+                if job.deallocate.as_ref().is_some_and(|d| *d != Param::Value(0)) {
+                    parts.misuses.push((
+                        vec![key("jobs"), Seg::Index(i), key("deallocate")],
+                        "a power-fail load has no deallocates (what a cut leaves of one is not judged)".to_string(),
+                    ));
+                }
+            }
             parts.param(at("cycles"), Slot::U32(&mut p.cycles));
             parts.param(at("cut_within_ms"), Slot::U64(&mut p.cut_within_ms));
             workload_jobs(&mut parts, &mut p.jobs);
