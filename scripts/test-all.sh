@@ -68,6 +68,8 @@ for topology in ns32 dual; do
     --expect fixtures/qemu/expected.yaml --junit "reports/qemu-$topology.xml" --json "reports/qemu-$topology.json" \
     "qemu:$topology"
 done
+target/release/nvtest --suite power-fail --expect fixtures/qemu/expected.yaml \
+  --junit reports/qemu-nocache.xml --json reports/qemu-nocache.json qemu:nocache
 log "nvtest on three targets at once, one JUnit report and one JSON record (reports/all.*)"
 target/release/nvtest --suite namespaces --suite trim --json reports/all.json --junit reports/all.xml \
   sim sim:enterprise-1.2a qemu:ns32 --expect fixtures/qemu/expected.yaml

@@ -13,7 +13,7 @@ use nvme::spec::registers::{offset, Cap, Cc};
 use nvme::spec::NvmOpcode;
 use nvme::transport::qemu::{PciAddress, QemuConfig, QemuMachine, QmpError};
 use nvme::transport::{Transport, TransportError};
-use qemu_support::{args, assert_cleaned, layout, one_controller, process_exists, qemu_binary, qemu_dir, Hand};
+use qemu_support::{args, assert_cleaned, layout, one_controller, process_exists, qemu_binary, Hand};
 
 #[test]
 fn cap_and_vs_read_and_cc_en_brings_csts_rdy() {
@@ -68,6 +68,38 @@ fn identify_controller_and_io_through_a_hand_built_queue() {
         t.dma().read(data + i * 4096, &mut back).unwrap();
         assert!(back.iter().enumerate().all(|(b, &v)| v == (b as u64 * 7 + i * 13) as u8), "block {i} read back");
     }
+}
+
+/// A power cut kills QEMU: the transport answers Gone until the power is back; then a
+/// new QEMU runs on the same image and RAM, the function is where it was, and what the
+/// first QEMU wrote is read back by the second.
+#[test]
+fn a_power_cycle_starts_qemu_again_on_the_same_image() {
+    let machine = QemuMachine::start(one_controller("POWR0001")).unwrap();
+    let first = machine.pid();
+    let mut t = machine.transport(machine.controllers()[0]).unwrap();
+    let mut hand = Hand::bring_up(&mut t, 32).unwrap();
+    hand.create_io_queue(&mut t, 64).unwrap();
+    let data = t.dma().base() + layout::DATA;
+    let pattern: Vec<u8> = (0..8 * 4096u64).map(|b| (b * 11 + 5) as u8).collect();
+    t.dma().write(data, &pattern).unwrap();
+    hand.io_batch(&mut t, NvmOpcode::Write, 8, 8).unwrap();
+
+    assert_eq!(t.power().unwrap().method(), nvme::transport::PowerMethod::Cut);
+    t.power().unwrap().off(0).unwrap();
+    assert!(!process_exists(first), "QEMU {first} outlived the power cut");
+    assert!(matches!(t.mmio_read32(offset::VS), Err(TransportError::Gone(_))), "registers while off");
+    t.power().unwrap().on().unwrap();
+    assert_ne!(machine.pid(), first, "a new QEMU runs");
+    assert_eq!(t.mmio_read32(offset::VS).unwrap(), 0x0001_0400, "VS after the power cycle");
+
+    let mut hand = Hand::bring_up(&mut t, 32).unwrap();
+    hand.create_io_queue(&mut t, 64).unwrap();
+    t.dma().fill(data, 8 * 4096, 0).unwrap();
+    hand.io_batch(&mut t, NvmOpcode::Read, 8, 8).unwrap();
+    let mut back = vec![0u8; 8 * 4096];
+    t.dma().read(data, &mut back).unwrap();
+    assert!(back == pattern, "the blocks the first QEMU wrote, read by the second");
 }
 
 #[test]
@@ -135,7 +167,7 @@ fn qmp_answers_commands_and_reports_refusals() {
 #[test]
 fn the_guest_ram_file_and_the_directory_go_once_qemu_has_them_and_everything_goes_on_drop() {
     let machine = QemuMachine::start(one_controller("LIFE0001")).unwrap();
-    let (pid, dir, ram) = (machine.pid(), qemu_dir(machine.pid()), machine.ram_path().to_owned());
+    let (pid, dir, ram) = (machine.pid(), machine.start_dir().to_owned(), machine.ram_path().to_owned());
     assert!(process_exists(pid));
     assert!(!dir.exists(), "{} goes once QEMU has its files open", dir.display());
     assert_eq!(machine.temp_dir(), None);
@@ -166,7 +198,7 @@ fn a_panicking_test_leaves_nothing_behind() {
     let (tx, rx) = std::sync::mpsc::channel();
     let outcome = std::thread::spawn(move || {
         let machine = QemuMachine::start(one_controller("PANIC001")).unwrap();
-        tx.send((machine.pid(), qemu_dir(machine.pid()), machine.ram_path().to_owned())).unwrap();
+        tx.send((machine.pid(), machine.start_dir().to_owned(), machine.ram_path().to_owned())).unwrap();
         let _t = machine.transport(machine.controllers()[0]).unwrap();
         panic!("a check failed while the machine was up");
     })
@@ -181,7 +213,7 @@ fn qemu_killed_mid_test_is_reported_gone_promptly_with_its_stderr() {
     let mut config = one_controller("KILL0001");
     config.timeout = Duration::from_secs(5);
     let machine = QemuMachine::start(config).unwrap();
-    let (pid, dir, ram) = (machine.pid(), qemu_dir(machine.pid()), machine.ram_path().to_owned());
+    let (pid, dir, ram) = (machine.pid(), machine.start_dir().to_owned(), machine.ram_path().to_owned());
     let mut t = machine.transport(machine.controllers()[0]).unwrap();
     t.mmio_read32(offset::VS).unwrap();
 
@@ -325,7 +357,7 @@ fn a_qemu_that_stops_answering_times_out_within_the_bound_and_is_put_down() {
     let mut config = one_controller("STOP0001");
     config.timeout = Duration::from_millis(500);
     let machine = QemuMachine::start(config).unwrap();
-    let (pid, dir, ram) = (machine.pid(), qemu_dir(machine.pid()), machine.ram_path().to_owned());
+    let (pid, dir, ram) = (machine.pid(), machine.start_dir().to_owned(), machine.ram_path().to_owned());
     let mut t = machine.transport(machine.controllers()[0]).unwrap();
     // SAFETY: plain syscall on the QEMU this test started.
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);

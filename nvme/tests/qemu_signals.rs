@@ -16,14 +16,14 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nvme::transport::qemu::QemuMachine;
-use qemu_support::{assert_cleaned, one_controller, process_exists, qemu_dir};
+use qemu_support::{assert_cleaned, one_controller, process_exists};
 
 const CHILD_ENV: &str = "NVTEST_QEMU_SIGNAL_CHILD";
 
 /// In the child role: start a machine, report it, wait for the signal.
 fn be_the_child() {
     let machine = QemuMachine::start(one_controller("SIG00001")).unwrap();
-    println!("MACHINE {} {} {}", machine.pid(), qemu_dir(machine.pid()).display(), machine.ram_path().display());
+    println!("MACHINE {} {} {}", machine.pid(), machine.start_dir().to_owned().display(), machine.ram_path().display());
     std::thread::sleep(Duration::from_secs(30));
     panic!("no signal arrived within 30 s");
 }

@@ -328,3 +328,34 @@ fn a_sweep_never_removes_a_live_runs_files() {
     assert!(removed, "the released files were not swept:\n{text}");
     assert_empty(tmp.path(), &text);
 }
+
+/// A power-fail campaign on QEMU starts a new QEMU at every power cycle: whether the run
+/// ends by itself, by SIGINT or by SIGKILL in the middle of the campaign, no QEMU of any
+/// cycle is left running and no file of any cycle is left in TMPDIR or /dev/shm.
+#[test]
+fn power_cycles_leave_no_qemu_and_no_file() {
+    require_qemu();
+    let args = ["--suite", "power-fail", "--filter", "write-cache-off", "qemu:nocache"];
+    let (code, text) = finish(start(&args, "pf-normal"));
+    assert_eq!(code, Some(0), "{text}");
+    for delay_ms in [100, 400, 900] {
+        let run = start(&args, &format!("pf-sigint{delay_ms}"));
+        wait_for_qemu(&run);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) }, 0);
+        let (code, text) = finish(run);
+        assert_eq!(code, Some(130), "SIGINT after {delay_ms} ms:\n{text}");
+    }
+    let run = start(&args, "pf-sigkill");
+    let first = wait_for_qemu(&run);
+    // Once a QEMU other than the first runs, the campaign has power-cycled at least once.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !marked_processes(&run.marker).into_iter().any(|p| p != first && is_qemu(p)) {
+        assert!(Instant::now() < deadline, "no power cycle started a second QEMU");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (pid, tmp) = sigkill(run);
+    assert_empty(tmp.path(), "after a SIGKILL during a power-fail campaign");
+    assert_eq!(shm_files_of(pid), Vec::<PathBuf>::new(), "a SIGKILL during a power-fail campaign left /dev/shm files");
+}

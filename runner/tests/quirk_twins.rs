@@ -108,13 +108,22 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
         "foreign-data-after-power-loss",
         "§6.4 Atomic Operations (AWUPF) and Read command",
     ),
-    ("power-fail", "cut-under-load", "power-counters-not-incremented", "§5.14.1.2 SMART / Health Information"),
     ("power-fail", "cut-under-load", "ready-after-timeout", "(CAP.TO)"),
     ("power-fail", "cut-under-load", "ready-slow-after-power-loss", "claim fixtures/sim/enterprise-1.4.yaml:"),
     ("power-fail", "write-cache-off", "write-cache-disable-ignored", "§5.21.1.6 Volatile Write Cache"),
-    ("power-fail", "write-cache-off", "power-counters-not-incremented", "§5.14.1.2 SMART / Health Information"),
     ("power-fail", "shutdown-then-power-off", "shutdown-status-never-reported", "§7.6.2 Shutdown"),
-    ("power-fail", "shutdown-then-power-off", "power-counters-not-incremented", "§5.14.1.2 SMART / Health Information"),
+    (
+        "power-fail",
+        "unsafe-shutdown-counters",
+        "power-counters-not-incremented",
+        "§5.14.1.2 SMART / Health Information",
+    ),
+    (
+        "power-fail",
+        "normal-shutdown-counters",
+        "power-counters-not-incremented",
+        "§5.14.1.2 SMART / Health Information",
+    ),
 ];
 
 const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail"];

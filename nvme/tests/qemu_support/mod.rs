@@ -49,18 +49,6 @@ pub fn process_exists(pid: u32) -> bool {
     }
 }
 
-/// The temporary directory QEMU `pid` was started with (its qtest socket's), read from
-/// its command line: nvtest removes the directory once QEMU has its files open.
-pub fn qemu_dir(pid: u32) -> PathBuf {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-    let socket = cmdline
-        .split(|&b| b == 0)
-        .filter_map(|arg| std::str::from_utf8(arg).ok()?.strip_prefix("unix:")?.strip_suffix("/qtest.sock"))
-        .next()
-        .unwrap_or_else(|| panic!("QEMU pid {pid} has no -qtest unix:…/qtest.sock argument"));
-    PathBuf::from(socket)
-}
-
 /// Asserts that nothing of a machine is left: its QEMU, its temp dir, its RAM file.
 pub fn assert_cleaned(pid: u32, dir: &Path, ram: &Path) {
     let deadline = Instant::now() + Duration::from_secs(2);

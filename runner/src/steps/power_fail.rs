@@ -147,7 +147,9 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             tally.media_ready_ns.push(on.since_power_on_ns + media);
             set_write_cache(ctx, &id, write_cache)?;
             let smart_after = smart(ctx)?;
-            judge_counters(ctx, cycle, &smart_before, &smart_after, p.shutdown)?;
+            if p.smart_counters {
+                judge_counters(ctx, cycle, &smart_before, &smart_after, p.shutdown)?;
+            }
             let started = Instant::now();
             let qid = io_queue(ctx)?;
             let device = &mut *ctx.device;

@@ -621,6 +621,11 @@ pub struct PowerFail {
     /// power-on; default: as found.
     #[serde(default)]
     pub write_cache: Option<WriteCacheSetting>,
+    /// Whether SMART / Health's Power Cycles and Unsafe Shutdowns are judged after each
+    /// cycle (default `true`): a case about data alone sets `false`, so that a drive
+    /// that counts wrongly fails the counters' case, not every data verdict with it.
+    #[serde(default = "yes")]
+    pub smart_counters: bool,
     /// The load: workload jobs of writes, reads and flushes (no deallocate).
     pub jobs: Vec<WorkloadJob>,
 }
@@ -632,4 +637,8 @@ pub enum WriteCacheSetting {
     AsFound,
     On,
     Off,
+}
+
+fn yes() -> bool {
+    true
 }

@@ -47,6 +47,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ("dual", include_str!("../../../fixtures/qemu/dual.yaml")),
     ("hotplug", include_str!("../../../fixtures/qemu/hotplug.yaml")),
     ("metadata", include_str!("../../../fixtures/qemu/metadata.yaml")),
+    ("nocache", include_str!("../../../fixtures/qemu/nocache.yaml")),
 ];
 
 /// The most namespaces one QEMU NVM subsystem holds (NSIDs 1 ..= 256, `NVME_MAX_NAMESPACES`).

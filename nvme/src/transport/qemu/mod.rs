@@ -3,7 +3,7 @@
 //!
 //! QEMU runs `q35` under TCG with its vCPU stopped (`-S`), so no firmware ever touches
 //! a device. nvtest reaches the machine three ways:
-//! - **qtest** (`-qtest unix:…`, nvtest listening, QEMU connecting): port I/O and
+//! - **qtest** (`-qtest unix:…,abstract=on`, nvtest listening, QEMU connecting): port I/O and
 //!   physical memory reads/writes, used for PCI configuration (ECAM, enabled through
 //!   0xCF8/0xCFC at start) and BAR0 registers. Register writes are posted: sent at
 //!   once, their `OK` collected later (qtest.rs), so a doorbell costs no round trip.
@@ -15,7 +15,7 @@
 //!   /dev/shm after that.
 //! - **stderr**: a pipe nvtest drains into memory ([`stderr`]), never a file beside the
 //!   images, whose filesystem may be the one that is full.
-//! - **QMP** (`-qmp unix:…,server=on,wait=off`): commands (device_add, device_del,
+//! - **QMP** (`-qmp unix:…,server=on,wait=off,abstract=on`): commands (device_add, device_del,
 //!   qom-set …) and events.
 //!
 //! [`QemuMachine`] owns one QEMU; [`QemuMachine::transport`] hands out one
@@ -25,10 +25,12 @@
 //! temporary directory; QEMU also dies with nvtest (`PR_SET_PDEATHSIG`).
 //!
 //! Against SIGKILL of nvtest, which no handler sees, the files have names only while
-//! QEMU needs them: the temporary directory (`nvtest-qemu-<pid>-*` in TMPDIR: sockets,
-//! images) goes as soon as QEMU has opened the images and nvtest is connected, the
-//! guest-RAM file once QEMU has mapped it. What a SIGKILL during a start leaves, every
-//! later machine's start sweeps away ([`leftovers`]), never touching a live run's.
+//! QEMU needs them: the temporary directory (`nvtest-qemu-<pid>-*` in TMPDIR: the
+//! images; both sockets are abstract, with no file) goes as soon as QEMU has opened the
+//! images and nvtest is connected, the guest-RAM file once QEMU has mapped it. What a
+//! SIGKILL during a start leaves, every later machine's start sweeps away
+//! ([`leftovers`]), never touching a live run's. A start after a power cut
+//! ([`QemuMachine::power_on`]) names nothing at all.
 //!
 //! The host under QEMU is checked ([`host`]): enough free space for the images and the
 //! guest RAM before QEMU starts, and [`QemuMachine::host_faults`] while it runs, so a
@@ -57,7 +59,7 @@ pub use process::{
 pub use qtest::QtestStats;
 
 use std::fs::File;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -72,7 +74,7 @@ use self::qmp::{Qmp, QmpFailure};
 use self::qtest::{Op, Qtest, QtestError};
 use self::socket::WaitError;
 use self::stderr::StderrLog;
-use super::{DmaRegion, Transport, TransportError};
+use super::{DmaRegion, PowerMethod, PowerSwitch, Transport, TransportError};
 use crate::device::HostFault;
 
 /// How to install QEMU where it is missing (Debian bookworm).
@@ -200,6 +202,9 @@ struct Bus {
     pci: PciState,
     /// Why the connection is unusable (QEMU died, timed out, or the machine shut down).
     dead: Option<String>,
+    /// QEMU was killed to cut the power ([`Machine::power_off`]): the one way to be
+    /// dead that [`Machine::power_on`] undoes.
+    powered_off: bool,
 }
 
 struct Machine {
@@ -208,10 +213,18 @@ struct Machine {
     bus: Mutex<Bus>,
     qmp: Mutex<Qmp>,
     process: Mutex<Process>,
-    /// Guest RAM (already unlinked), mapped window by window for transports.
+    /// What the machine was started with, to start it again after a power cut.
+    config: QemuConfig,
+    /// The start's disk images, held open (they have no name once QEMU opened them): a
+    /// QEMU started again after a power cut opens them as `/proc/<nvtest>/fd/<fd>`.
+    image_files: Vec<File>,
+    /// Guest RAM (already unlinked), mapped window by window for transports; a QEMU
+    /// started again maps the same file, so the transports' mappings stay valid.
     ram: File,
     /// The name the RAM file had in /dev/shm.
     ram_path: PathBuf,
+    /// The name the start's temporary directory had in TMPDIR.
+    start_dir: PathBuf,
     dma_window: u64,
     /// Which transport holds each DMA window.
     windows: Mutex<Vec<Option<PciAddress>>>,
@@ -311,7 +324,7 @@ impl QemuMachine {
         host::check_free_space(&tmp_dir, config.image_bytes(), Path::new(host::SHM_DIR), ram_bytes)?;
         // Every file nvtest creates for the machine is created, and QEMU is spawned, with
         // the registry held: a SIGINT/SIGTERM arriving meanwhile waits, then finds them
-        // all registered (QEMU's own qmp.sock is removed after QEMU is reaped).
+        // all registered.
         let starting = process::hold_for_start()?;
         let dir = leftovers::RunDir::create_in(&tmp_dir)
             .map_err(|e| other("cannot create a temporary directory for QEMU", e))?;
@@ -319,21 +332,25 @@ impl QemuMachine {
             .map_err(|e| other("cannot create the guest RAM file in /dev/shm", e))?;
         ram.as_file().set_len(ram_bytes).map_err(|e| other("cannot size the guest RAM file", e))?;
         let ram_path = ram.path().to_owned();
-        let registered = process::register_held(starting, dir.path(), &ram_path);
+        let registered = process::register_held(starting, Some(dir.path()), Some(&ram_path));
+        let start_dir = dir.path().to_owned();
         let id = registered.id();
 
-        let (cmd, listener, qmp_path, _images) = prepare(&config, dir.path(), &ram_path)?;
-        let process = Process::spawn(registered, cmd, dir).map_err(|e| {
+        let mut image_paths = Vec::with_capacity(config.disks.len());
+        let mut image_files = Vec::with_capacity(config.disks.len());
+        for disk in &config.disks {
+            let image = dir.path().join(format!("{}.img", disk.node_name));
+            image_files.push(create_sparse(&image, disk.size_bytes)?);
+            image_paths.push(qemu_path(&image)?);
+        }
+        let (cmd, listener, qmp_address) = command(&config, &qemu_path(&ram_path)?, &image_paths)?;
+        let process = Process::spawn(registered, cmd, Some(dir), None).map_err(|e| {
             TransportError::Other(format!("cannot run {}: {e}; {INSTALL_HINT}", config.binary.display()))
         })?;
         // From here on, dropping `process` kills QEMU and removes the directory.
         let mut process = process;
-        let deadline = Instant::now() + config.timeout;
-        let qtest_stream = accept(&listener, &mut process, deadline)?;
+        let (qtest, qmp) = attach(&mut process, &listener, &qmp_address, config.timeout)?;
         drop(listener);
-        let qmp_stream = connect(&qmp_path, &mut process, deadline)?;
-        let qmp = Qmp::handshake(qmp_stream, config.timeout)
-            .map_err(|e| startup_failure(&mut process, "the QMP handshake", qmp_failure_text(&e)))?;
         // QMP answers only after machine creation, so QEMU has the RAM file open and
         // mapped: its name can go.
         let ram_file = ram.into_file();
@@ -341,26 +358,29 @@ impl QemuMachine {
         // QEMU has its images open (block nodes are opened before the machine is
         // created) and both sockets are connected: nothing needs a name in the
         // directory any more, so it goes now and a SIGKILL of nvtest leaves nothing.
-        // QMP is never reconnected and a restart is a new machine; images QEMU is to
-        // open later by name get a directory again ([`Self::create_disk`]).
+        // QMP is never reconnected; a start after a power cut reaches the images and the
+        // RAM through nvtest's open files; images QEMU is to open later by name get a
+        // directory again ([`Self::create_disk`]).
         process.remove_dir();
 
-        let qtest = Qtest::new(socket::LineSocket::new(qtest_stream), config.timeout);
         let stderr = process.stderr().clone();
         let machine = Arc::new(Machine {
             label: config.label.clone(),
             timeout: config.timeout,
-            bus: Mutex::new(Bus { qtest, pci: PciState::new(MMIO_BASE, MMIO_END), dead: None }),
+            bus: Mutex::new(Bus { qtest, pci: PciState::new(MMIO_BASE, MMIO_END), dead: None, powered_off: false }),
             qmp: Mutex::new(qmp),
             process: Mutex::new(process),
             ram: ram_file,
             ram_path,
+            start_dir,
             dma_window: (config.dma_window_mb as u64) << 20,
             windows: Mutex::new(vec![None; ((ram_bytes - DMA_START) / ((config.dma_window_mb as u64) << 20)) as usize]),
             stderr,
             images: Mutex::new(Vec::new()),
             tmp_dir,
             faults: Mutex::new(FaultWatch::default()),
+            config,
+            image_files,
         });
         let qemu = QemuMachine { machine };
         qemu.machine.with_bus("enabling PCIe ECAM", enable_ecam)??;
@@ -381,15 +401,25 @@ impl QemuMachine {
     /// Scans PCI again (after device_add / device_del): new NVMe functions are placed
     /// and enabled, vanished ones forgotten. Returns [`Self::controllers`].
     pub fn rescan(&self) -> Result<Vec<PciAddress>, TransportError> {
-        self.machine.with_bus("scanning PCI", |bus| {
-            let mut ecam = Ecam(&mut bus.qtest);
-            match bus.pci.scan(&mut ecam) {
-                Ok(()) => Ok(Ok(())),
-                Err(ScanError::Access(e)) => Err(e),
-                Err(ScanError::Layout(msg)) => Ok(Err(TransportError::Other(format!("PCI layout: {msg}")))),
-            }
-        })??;
+        self.machine.scan()?;
         Ok(self.controllers())
+    }
+
+    /// Cuts the machine's power: QEMU is stopped and killed (SIGSTOP, SIGKILL) and
+    /// reaped, whatever its controllers were doing. What QEMU had written to its images
+    /// stays there (the host's page cache outlives it), each host write whole; commands
+    /// it had not carried out are lost. Every
+    /// transport of the machine reports [`TransportError::Gone`] until
+    /// [`Self::power_on`].
+    pub fn power_off(&self) -> Result<(), TransportError> {
+        self.machine.power_off()
+    }
+
+    /// Starts QEMU again after [`Self::power_off`] with the same command line, on the
+    /// same images and guest-RAM file, and enumerates PCI again (every function placed
+    /// where it was). Devices added through QMP since the first start are not there.
+    pub fn power_on(&self) -> Result<(), TransportError> {
+        self.machine.power_on()
     }
 
     /// A transport for the NVMe function at `address`, with its own DMA window of guest
@@ -540,8 +570,8 @@ impl QemuMachine {
         lock(&self.machine.process).pid()
     }
 
-    /// The machine's temporary directory while it has one: during the start (sockets
-    /// and images), then only once [`Self::create_disk`] made one; `None` otherwise.
+    /// The machine's temporary directory while it has one: during the start (the
+    /// images), then only once [`Self::create_disk`] made one; `None` otherwise.
     pub fn temp_dir(&self) -> Option<PathBuf> {
         lock(&self.machine.process).dir().map(Path::to_owned)
     }
@@ -549,6 +579,12 @@ impl QemuMachine {
     /// The name the guest-RAM file had in /dev/shm (unlinked once QEMU opened it).
     pub fn ram_path(&self) -> &Path {
         &self.machine.ram_path
+    }
+
+    /// The name the start's temporary directory had in TMPDIR (removed once QEMU had
+    /// its images open; [`Self::create_disk`] may create it again).
+    pub fn start_dir(&self) -> &Path {
+        &self.machine.start_dir
     }
 }
 
@@ -558,40 +594,45 @@ impl Drop for QemuMachine {
     }
 }
 
-/// Builds the command line, creates the disks and the qtest listening socket. Returns
-/// the command, the listener, the QMP socket's path and the images' paths.
-fn prepare(
+/// Builds the command line and the qtest listening socket, with guest RAM in the file
+/// `ram` and the disks in the files `images` (paths as QEMU is to open them, one per
+/// [`QemuConfig::disks`]). Returns the command, the listener and the QMP socket's
+/// address. Both sockets are abstract (Linux): they have no file that could be left
+/// behind, and go with the last process that holds them.
+fn command(
     config: &QemuConfig,
-    dir: &Path,
-    ram_path: &Path,
-) -> Result<(Command, UnixListener, PathBuf, Vec<PathBuf>), TransportError> {
-    let qtest_path = dir.join("qtest.sock");
-    let qmp_path = dir.join("qmp.sock");
-    let listener = UnixListener::bind(&qtest_path).map_err(|e| other("cannot listen for qtest", e))?;
+    ram: &str,
+    images: &[String],
+) -> Result<(Command, UnixListener, SocketAddr), TransportError> {
+    use std::os::linux::net::SocketAddrExt;
+    static SOCKETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SOCKETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base = format!("nvtest-qemu-{}-{n}", std::process::id());
+    let abstract_address = |name: &str| {
+        SocketAddr::from_abstract_name(name.as_bytes()).map_err(|e| other("cannot name an abstract socket", e))
+    };
+    let qtest_name = format!("{base}-qtest");
+    let qmp_name = format!("{base}-qmp");
+    let listener =
+        UnixListener::bind_addr(&abstract_address(&qtest_name)?).map_err(|e| other("cannot listen for qtest", e))?;
     listener.set_nonblocking(true).map_err(|e| other("qtest socket", e))?;
     let ram_mb = config.memory_mb;
     let mut cmd = Command::new(&config.binary);
     cmd.args(["-machine", "q35,memory-backend=mem", "-accel", "tcg", "-S", "-nodefaults", "-no-user-config"]);
     cmd.args(["-display", "none", "-m", &format!("{ram_mb}M")]);
-    cmd.arg("-object")
-        .arg(format!("memory-backend-file,id=mem,size={ram_mb}M,mem-path={},share=on", qemu_path(ram_path)?));
-    cmd.arg("-qtest").arg(format!("unix:{}", qemu_path(&qtest_path)?));
+    cmd.arg("-object").arg(format!("memory-backend-file,id=mem,size={ram_mb}M,mem-path={ram},share=on"));
+    cmd.arg("-qtest").arg(format!("unix:{qtest_name},abstract=on"));
     cmd.args(["-qtest-log", "/dev/null"]);
-    cmd.arg("-qmp").arg(format!("unix:{},server=on,wait=off", qemu_path(&qmp_path)?));
-    let mut images = Vec::new();
-    for disk in &config.disks {
-        let image = dir.join(format!("{}.img", disk.node_name));
-        create_sparse(&image, disk.size_bytes)?;
+    cmd.arg("-qmp").arg(format!("unix:{qmp_name},server=on,wait=off,abstract=on"));
+    for (disk, image) in config.disks.iter().zip(images) {
         let node = &disk.node_name;
         // discard=unmap on both nodes: a deallocate (Dataset Management AD, Write Zeroes
         // DEAC) then really punches the blocks out of the image, as a drive's would.
         cmd.arg("-blockdev").arg(format!(
-            "driver=file,node-name={node}-file,filename={},aio={},discard=unmap",
-            qemu_path(&image)?,
+            "driver=file,node-name={node}-file,filename={image},aio={},discard=unmap",
             config.disk_aio.option()
         ));
         cmd.arg("-blockdev").arg(format!("driver=raw,node-name={node},file={node}-file,discard=unmap"));
-        images.push(image);
     }
     cmd.args(&config.extra_args);
     // Piped into memory (stderr.rs); in the C locale, so its error texts are glibc's
@@ -599,7 +640,22 @@ fn prepare(
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).env("LC_ALL", "C");
     // Its own process group: a terminal's Ctrl-C reaches nvtest, which then stops QEMU.
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    Ok((cmd, listener, qmp_path, images))
+    Ok((cmd, listener, abstract_address(&qmp_name)?))
+}
+
+/// Waits for QEMU to connect to qtest, then connects to its QMP and shakes hands.
+fn attach(
+    process: &mut Process,
+    listener: &UnixListener,
+    qmp_address: &SocketAddr,
+    timeout: Duration,
+) -> Result<(Qtest, Qmp), TransportError> {
+    let deadline = Instant::now() + timeout;
+    let qtest_stream = accept(listener, process, deadline)?;
+    let qmp_stream = connect(qmp_address, process, deadline)?;
+    let qmp = Qmp::handshake(qmp_stream, timeout)
+        .map_err(|e| startup_failure(process, "the QMP handshake", qmp_failure_text(&e)))?;
+    Ok((Qtest::new(socket::LineSocket::new(qtest_stream), timeout), qmp))
 }
 
 /// A path as it may appear inside a QEMU option value (commas would split the option).
@@ -610,9 +666,10 @@ fn qemu_path(path: &Path) -> Result<String, TransportError> {
     }
 }
 
-fn create_sparse(path: &Path, size: u64) -> Result<(), TransportError> {
+fn create_sparse(path: &Path, size: u64) -> Result<File, TransportError> {
     let file = File::create(path).map_err(|e| other(format!("cannot create {}", path.display()), e))?;
-    file.set_len(size).map_err(|e| other(format!("cannot size {}", path.display()), e))
+    file.set_len(size).map_err(|e| other(format!("cannot size {}", path.display()), e))?;
+    Ok(file)
 }
 
 /// Waits for QEMU to connect to the qtest socket, noticing if it exits instead.
@@ -639,9 +696,9 @@ fn accept(listener: &UnixListener, process: &mut Process, deadline: Instant) -> 
 }
 
 /// Connects to QEMU's QMP socket once QEMU has created it.
-fn connect(path: &Path, process: &mut Process, deadline: Instant) -> Result<UnixStream, TransportError> {
+fn connect(address: &SocketAddr, process: &mut Process, deadline: Instant) -> Result<UnixStream, TransportError> {
     loop {
-        match UnixStream::connect(path) {
+        match UnixStream::connect_addr(address) {
             Ok(stream) => return Ok(stream),
             Err(e) => {
                 if process.exit_status().is_some() {
@@ -767,6 +824,82 @@ impl Machine {
                 Err(TransportError::Timeout(ms))
             }
         }
+    }
+
+    /// Scans PCI: new NVMe functions are placed and enabled, vanished ones forgotten.
+    fn scan(&self) -> Result<(), TransportError> {
+        self.with_bus("scanning PCI", |bus| {
+            let mut ecam = Ecam(&mut bus.qtest);
+            match bus.pci.scan(&mut ecam) {
+                Ok(()) => Ok(Ok(())),
+                Err(ScanError::Access(e)) => Err(e),
+                Err(ScanError::Layout(msg)) => Ok(Err(TransportError::Other(format!("PCI layout: {msg}")))),
+            }
+        })?
+    }
+
+    /// [`QemuMachine::power_off`]. Powering off a machine that is off does nothing.
+    fn power_off(&self) -> Result<(), TransportError> {
+        let mut bus = lock(&self.bus);
+        if bus.powered_off {
+            return Ok(());
+        }
+        if let Some(dead) = &bus.dead {
+            return Err(TransportError::Gone(dead.clone()));
+        }
+        bus.dead = Some(format!("the QEMU machine {} is powered off (QEMU was killed to cut its power)", self.label));
+        bus.powered_off = true;
+        // Lock order: bus, qmp, process. Reaped, every thread of QEMU is gone: no write
+        // of the dead QEMU can reach an image after this.
+        let _qmp = lock(&self.qmp);
+        lock(&self.process).cut();
+        Ok(())
+    }
+
+    /// [`QemuMachine::power_on`].
+    fn power_on(&self) -> Result<(), TransportError> {
+        {
+            let mut bus = lock(&self.bus);
+            if !bus.powered_off {
+                return match &bus.dead {
+                    Some(dead) => Err(TransportError::Gone(dead.clone())),
+                    None => Ok(()),
+                };
+            }
+            let mut qmp = lock(&self.qmp);
+            let mut process = lock(&self.process);
+            // Nothing with a name: the sockets are abstract, the files nvtest's open ones,
+            // so a SIGKILL of nvtest during this start leaves nothing either.
+            let starting = process::hold_for_start()?;
+            let registered = process::register_held(starting, None, None);
+            // Through nvtest's own descriptors: the files have no names any more.
+            use std::os::fd::AsRawFd;
+            let me = std::process::id();
+            let by_fd = |f: &File| format!("/proc/{me}/fd/{}", f.as_raw_fd());
+            let images: Vec<String> = self.image_files.iter().map(by_fd).collect();
+            let (cmd, listener, qmp_address) = command(&self.config, &by_fd(&self.ram), &images)?;
+            let mut fresh = Process::spawn(registered, cmd, None, Some(&self.stderr)).map_err(|e| {
+                TransportError::Other(format!("cannot run {} again: {e}", self.config.binary.display()))
+            })?;
+            let (qtest, fresh_qmp) = attach(&mut fresh, &listener, &qmp_address, self.timeout)?;
+            drop(listener);
+            *process = fresh;
+            *qmp = fresh_qmp;
+            bus.qtest = qtest;
+            bus.pci = PciState::new(MMIO_BASE, MMIO_END);
+            bus.dead = None;
+            bus.powered_off = false;
+        }
+        self.with_bus("enabling PCIe ECAM", enable_ecam)??;
+        self.scan()?;
+        // The functions that have a transport get their memory space and bus mastering
+        // back, as the transports set them.
+        let held: Vec<PciAddress> = lock(&self.windows).iter().flatten().copied().collect();
+        for address in held {
+            let command = self.config_read(address, 0x04)?;
+            self.config_write(address, 0x04, (command & 0xFFFF) | CMD_MEMORY | CMD_BUS_MASTER)?;
+        }
+        Ok(())
     }
 
     fn config_read(&self, address: PciAddress, offset: u16) -> Result<u32, TransportError> {
@@ -910,6 +1043,35 @@ impl Transport for QemuTransport {
     fn idle(&mut self) -> Result<(), TransportError> {
         self.machine.with_bus("waiting", |bus| bus.qtest.drain())?;
         std::thread::yield_now();
+        Ok(())
+    }
+
+    /// QEMU's power is cut by killing it: every controller of the machine goes off.
+    fn power(&mut self) -> Option<&mut dyn PowerSwitch> {
+        Some(self)
+    }
+}
+
+impl PowerSwitch for QemuTransport {
+    fn method(&self) -> PowerMethod {
+        PowerMethod::Cut
+    }
+
+    fn off(&mut self, _seed: u64) -> Result<(), TransportError> {
+        self.machine.power_off()
+    }
+
+    /// Starts QEMU again; the function must come back where its BAR0 was placed.
+    fn on(&mut self) -> Result<(), TransportError> {
+        self.machine.power_on()?;
+        let placed = lock(&self.machine.bus).pci.function(self.address).and_then(|f| f.bar(0));
+        if placed != Some(self.bar0) {
+            return Err(TransportError::Other(format!(
+                "{} came back from the power cycle with BAR0 {placed:?}, not {:?}",
+                self.describe(),
+                self.bar0
+            )));
+        }
         Ok(())
     }
 }

@@ -90,9 +90,10 @@ pub(crate) fn hold_for_start() -> Result<StartGuard, crate::transport::Transport
 /// Registers a machine's directory and guest-RAM file under the guard of
 /// [`hold_for_start`], which stays held until [`Process::spawn`]; dropping the returned
 /// value without spawning removes the files and the registration.
-pub(crate) fn register_held(mut guard: StartGuard, dir: &Path, shm: &Path) -> Registered {
+/// A machine started again after a power cut has neither: its files have no names.
+pub(crate) fn register_held(mut guard: StartGuard, dir: Option<&Path>, shm: Option<&Path>) -> Registered {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    guard.0.insert(id, Entry { pid: None, dir: Some(dir.to_owned()), shm: Some(shm.to_owned()) });
+    guard.0.insert(id, Entry { pid: None, dir: dir.map(Path::to_owned), shm: shm.map(Path::to_owned) });
     Registered { guard: Some(guard), id }
 }
 
@@ -307,14 +308,25 @@ pub(crate) struct Process {
 
 impl Process {
     /// Spawns `cmd` for the `registered` machine; the directory is removed when the
-    /// process is dropped. A piped stderr is captured ([`StderrLog`]). On error the
-    /// registration is dropped.
-    pub(crate) fn spawn(mut registered: Registered, cmd: Command, dir: RunDir) -> io::Result<Process> {
+    /// process is dropped. A piped stderr is captured ([`StderrLog`]), into `log` when
+    /// given (a machine started again goes on with the log of its first QEMU). On error
+    /// the registration is dropped.
+    pub(crate) fn spawn(
+        mut registered: Registered,
+        cmd: Command,
+        dir: Option<RunDir>,
+        log: Option<&StderrLog>,
+    ) -> io::Result<Process> {
         // The pid is recorded before the registry is released, so the signal watcher
         // sees either no pid or a live one.
         let mut child = spawn_with_death_signal(cmd)?;
-        let stderr = match child.stderr.take().map(StderrLog::capture).transpose() {
-            Ok(log) => log.unwrap_or_else(StderrLog::empty),
+        let captured = match (child.stderr.take(), log) {
+            (Some(pipe), Some(log)) => log.resume(pipe).map(|()| log.clone()),
+            (Some(pipe), None) => StderrLog::capture(pipe),
+            (None, log) => Ok(log.cloned().unwrap_or_else(StderrLog::empty)),
+        };
+        let stderr = match captured {
+            Ok(log) => log,
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -328,7 +340,7 @@ impl Process {
                 entry.pid = Some(pid);
             }
         }
-        Ok(Process { id, child, pid, exit: None, dir: Some(dir), stderr })
+        Ok(Process { id, child, pid, exit: None, dir, stderr })
     }
 
     pub(crate) fn pid(&self) -> u32 {
@@ -379,6 +391,24 @@ impl Process {
         if let Some(entry) = map.get_mut(&self.id) {
             entry.pid = None;
         }
+    }
+
+    /// Cuts QEMU's power: SIGSTOP first, and once every thread of QEMU's own has stopped
+    /// (at most one second), SIGKILL, then reaps it. A thread stops only between system
+    /// calls, so a write QEMU had handed to the host kernel is in the image whole or not
+    /// at all; a SIGKILL alone can land in the middle of the kernel's copy into the page
+    /// cache and tear a logical block, a fault of the switch, not of the controller.
+    pub(crate) fn cut(&mut self) {
+        if self.exit_status().is_none() {
+            // SAFETY: plain syscall; the child is not reaped (exit_status said so), so
+            // the pid is still ours.
+            unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGSTOP) };
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while !all_threads_stopped(self.pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        self.kill();
     }
 
     /// "exited with status 1", "was killed by signal 9", or "is still running".
@@ -453,6 +483,20 @@ impl Drop for Process {
     }
 }
 
+/// Whether every thread of process `pid` is stopped (state `T` or `t` in
+/// `/proc/PID/task/TID/stat`), the kernel's io_uring workers (`iou-*`) aside: they take
+/// no signal but SIGKILL.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return true };
+    tasks.flatten().all(|task| {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { return true };
+        // "TID (COMM) STATE …": COMM may hold spaces and parentheses, so split at the last ')'.
+        let Some((head, tail)) = stat.rsplit_once(')') else { return true };
+        let comm = head.split_once('(').map(|(_, c)| c).unwrap_or("");
+        comm.starts_with("iou-") || matches!(tail.trim_start().chars().next(), Some('T' | 't'))
+    })
+}
+
 fn describe_exit(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
@@ -473,11 +517,11 @@ mod tests {
         let dir_path = dir.path().to_owned();
         let shm = dir_path.join("ram");
         std::fs::write(&shm, b"").unwrap();
-        let registered = register_held(hold_for_start().unwrap(), &dir_path, &shm);
+        let registered = register_held(hold_for_start().unwrap(), Some(&dir_path), Some(&shm));
         let id = registered.id();
         let mut cmd = Command::new("sleep");
         cmd.arg("30");
-        let mut process = Process::spawn(registered, cmd, dir).unwrap();
+        let mut process = Process::spawn(registered, cmd, Some(dir), None).unwrap();
         let pid = process.pid();
         assert_eq!(process.state(), "is still running");
         drop(process);

@@ -61,6 +61,36 @@ impl StderrLog {
         Ok(log)
     }
 
+    /// Goes on capturing into this log from `pipe`, the stderr of a QEMU started again
+    /// after the last one exited (a power cycle): line numbers and every reader's cursor
+    /// carry on. Waits (at most two seconds) for the watcher of the previous pipe to see
+    /// its end, since only that thread may close it.
+    pub(crate) fn resume(&self, pipe: impl Into<OwnedFd>) -> io::Result<()> {
+        let file = File::from(pipe.into());
+        let fd = file.as_raw_fd();
+        set_nonblocking(fd)?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut file = Some(file);
+        while file.is_some() {
+            {
+                let mut capture = self.lock();
+                capture.drain();
+                if capture.pipe.is_none() {
+                    capture.pipe = file.take();
+                    capture.eof = false;
+                    continue;
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(io::Error::other("the previous QEMU's stderr is still open"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let watched = self.clone();
+        std::thread::Builder::new().name("nvtest-qemu-stderr".into()).spawn(move || watched.watch(fd))?;
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, Capture> {
         // Every change to the capture is complete before anything in it can panic.
         self.capture.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
