@@ -253,7 +253,13 @@ impl Engine {
         let outcome = match file {
             None => self.run_with(job, &mut NoJournal)?,
             Some(path) => {
-                let header = Header { format: 1, target: "bench".into(), case: "journal".into(), seed: SEED };
+                let header = Header {
+                    format: 1,
+                    target: "bench".into(),
+                    case: "journal".into(),
+                    seed: SEED,
+                    ..Header::default()
+                };
                 let mut journal = FileJournal::create(path, &header)?;
                 let mut ledger = Ledger::default();
                 let outcome = self.run_with(job, &mut Both(&mut ledger, &mut journal))?;

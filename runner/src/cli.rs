@@ -67,6 +67,13 @@ pub enum Command {
     },
     /// Lists the targets nvtest knows: simulated drive profiles and QEMU topologies.
     Targets,
+    /// Judges the cycle a power-fail campaign did not live to verify (nvtest killed, the
+    /// host or the drive powered off), from its journal (`--journal DIR`) and the drive as
+    /// it is now; exit 0 when every block holds what it may, 1 when the drive broke a rule.
+    Resume {
+        /// The campaign's journal, DIR/SUITE--CASE.nvtj.
+        journal: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -124,6 +131,11 @@ pub struct RunArgs {
     /// cases about a claim judge it. Without it a simulated drive's profile gives its own.
     #[arg(long, value_name = "FILE")]
     pub claims: Option<PathBuf>,
+    /// Keeps each power-fail campaign's journal (every write, flush and cut, synced) and
+    /// the floor of its cycle in progress in DIR (created), as SUITE--CASE.nvtj: if nvtest
+    /// or the host dies mid-campaign, `nvtest resume DIR/SUITE--CASE.nvtj` judges the cycle.
+    #[arg(long, value_name = "DIR")]
+    pub journal: Option<PathBuf>,
     /// On a drive of the Linux driver (/dev/nvmeN): lets destructive cases run, once the
     /// drive is found unused (not needed for sim and QEMU, which are disposable).
     #[arg(long)]
@@ -323,6 +335,7 @@ where
             let _ = writeln!(std::io::stdout(), "{schema}");
             EXIT_OK
         }
+        Some(Command::Resume { journal }) => crate::power::resume::run(&journal),
         Some(Command::Targets) => {
             let _ = write!(std::io::stdout(), "{}", crate::targets::catalogue());
             EXIT_OK
@@ -393,6 +406,7 @@ fn run_suites(args: RunArgs) -> i32 {
         console_file: None,
         expect: args.expect.clone(),
         claims: args.claims.clone(),
+        journal: args.journal.clone(),
         seed: args.seed,
         repeat: args.repeat,
         timeout: args.timeout,

@@ -43,6 +43,8 @@ pub struct Session {
     case_timeout: Option<std::time::Duration>,
     /// What the drive's datasheet promises (`--claims`, or the simulated profile's).
     claims: Option<std::sync::Arc<crate::claims::Claims>>,
+    /// Where power-fail campaigns journal (`--journal`).
+    journal: Option<crate::power::JournalSetup>,
 }
 
 impl Session {
@@ -70,6 +72,7 @@ impl Session {
             not_run: 0,
             case_timeout: None,
             claims: None,
+            journal: None,
         })
     }
 
@@ -86,6 +89,21 @@ impl Session {
     /// as an error saying so; the device is recovered for the next case.
     pub fn set_case_timeout(&mut self, limit: Option<std::time::Duration>) {
         self.case_timeout = limit;
+    }
+
+    /// Runs `f` with a case context on the session's device, outside any case: what
+    /// `nvtest resume` judges a journalled cycle with.
+    pub fn with_context<R>(&mut self, seed: u64, f: impl FnOnce(&mut CaseContext<'_>) -> R) -> R {
+        let rule =
+            parse_rule("NVMe 1.4 §6.4 Atomic Operations, §6.8 Flush, §6.15 Write (FUA): what a power loss leaves");
+        let mut ctx = CaseContext::new(self.device.as_mut(), &self.facts, rule, seed);
+        ctx.claims = self.claims.clone();
+        f(&mut ctx)
+    }
+
+    /// Where power-fail campaigns keep their journals; `None`: in memory only.
+    pub fn set_journal(&mut self, journal: Option<crate::power::JournalSetup>) {
+        self.journal = journal;
     }
 
     /// The claims cases about a claim judge; `None`: figures are reported, not judged.
@@ -178,6 +196,8 @@ impl Session {
         ctx.blocks_needed = Some(steps::extent::blocks_needed(&case.steps));
         ctx.deadline = self.case_timeout.map(|limit| (Instant::now() + limit, limit));
         ctx.claims = self.claims.clone();
+        ctx.journal = self.journal.clone();
+        ctx.case_name = format!("{}::{}", case.suite, case.name);
         let mut verdict = Verdict::Pass;
         for (n, step) in case.steps.iter().enumerate() {
             if let Err(e) = steps::run_step(&mut ctx, step) {

@@ -3,7 +3,7 @@
 //! the judgement ([`super::judge`]) checks reads against.
 
 /// What a block must hold, as the host map records it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Expectation {
     /// nvtest wrote the block with this generation and seed: it must match exactly.
     Written { generation: u64, seed: u64 },
@@ -28,7 +28,7 @@ pub enum Expectation {
 
 /// What a deallocated block held before the deallocate: what it still reads as if the
 /// controller took no action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Previous {
     /// nvtest's data of this generation and seed.
     Written { generation: u64, seed: u64 },

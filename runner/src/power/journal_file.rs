@@ -33,15 +33,76 @@ pub const SYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(100
 
 static CRC32C: Crc<u32, Table<16>> = Crc::<u32, Table<16>>::new(&CRC_32_ISCSI);
 
-/// What the journal is of: enough to find the campaign again.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What the journal is of: enough to find the campaign again and judge its last cycle.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Header {
     /// The journal format (1).
     pub format: u32,
+    /// The target as given on the command line (`nvtest resume` opens it again).
     pub target: String,
+    /// `SUITE::CASE`.
     pub case: String,
     /// The run seed (`--seed` replays the campaign).
     pub seed: u64,
+    /// The load's ranges: NSID, first LBA, blocks.
+    #[serde(default)]
+    pub ranges: Vec<(u32, u64, u64)>,
+    /// Why every completed write had to survive a cut (the finding's words); `None`: only
+    /// what FUA and Flush made durable.
+    #[serde(default)]
+    pub every_completed_write: Option<String>,
+    /// The cycles end in a normal shutdown before the power goes.
+    #[serde(default)]
+    pub shutdown: bool,
+}
+
+/// Where the floor of the cycle in progress is kept beside the journal at `path`.
+pub fn floor_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".floor");
+    PathBuf::from(name)
+}
+
+/// What one block range of the floor holds, as the floor file stores it.
+#[derive(Serialize, Deserialize)]
+struct FloorRun {
+    nsid: u32,
+    first: u64,
+    count: u64,
+    state: crate::data::Expectation,
+}
+
+/// Writes `floor` (what every block held when the cycle began) beside the journal:
+/// written to a temporary name, synced, then renamed over the previous cycle's, so a
+/// reader finds one whole floor or the one before it, never half of one.
+pub fn write_floor(journal: &Path, floor: &crate::data::HostMap) -> Result<(), String> {
+    let runs: Vec<FloorRun> = floor
+        .namespaces()
+        .flat_map(|(nsid, map)| {
+            map.known().map(move |s| FloorRun { nsid, first: s.first, count: s.count, state: s.state })
+        })
+        .collect();
+    let path = floor_path(journal);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = PathBuf::from(tmp);
+    let fail = |e: std::io::Error| format!("{}: {e}", tmp.display());
+    let json = serde_json::to_vec(&runs).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let mut file = File::create(&tmp).map_err(fail)?;
+    file.write_all(&json).and_then(|_| file.sync_data()).map_err(fail)?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The floor [`write_floor`] left beside the journal at `journal`.
+pub fn read_floor(journal: &Path) -> Result<crate::data::HostMap, String> {
+    let path = floor_path(journal);
+    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let runs: Vec<FloorRun> = serde_json::from_slice(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut floor = crate::data::HostMap::default();
+    for r in runs {
+        floor.namespace_mut(r.nsid).set(r.first, r.count, r.state);
+    }
+    Ok(floor)
 }
 
 /// One event of the campaign.
@@ -258,6 +319,21 @@ impl Journal for Both<'_> {
     }
 }
 
+/// The last cycle a journal began, as [`Replay::last_cycle`] finds it.
+#[derive(Debug)]
+pub struct LastCycle {
+    pub cycle: u64,
+    /// The cycle's seed: its writes' data carry it.
+    pub seed: u64,
+    /// Its writes and flushes. Without a `Cut` record the journal may lack the last
+    /// writes submitted ([`Ledger::journal_ends_after`] is set).
+    pub ledger: crate::power::Ledger,
+    /// The power was cut (or switched off) with every record of the cycle in the file.
+    pub cut: bool,
+    /// Its verification ended without findings.
+    pub verified: bool,
+}
+
 /// A journal read back.
 #[derive(Debug)]
 pub struct Replay {
@@ -265,6 +341,34 @@ pub struct Replay {
     pub records: Vec<Record>,
     /// Bytes after the last whole, valid record (a torn tail), ignored.
     pub torn_bytes: usize,
+}
+
+impl Replay {
+    /// The last cycle the journal began, with its ledger; `None` before the first.
+    pub fn last_cycle(&self) -> Option<LastCycle> {
+        let start = self.records.iter().rposition(|r| matches!(r, Record::Cycle { .. }))?;
+        let Record::Cycle { cycle, seed } = self.records[start] else { return None };
+        let mut last = LastCycle { cycle, seed, ledger: crate::power::Ledger::default(), cut: false, verified: false };
+        let mut newest = 0;
+        for r in &self.records[start + 1..] {
+            match *r {
+                Record::Submitted(w) => {
+                    newest = newest.max(w.generation);
+                    last.ledger.submitted(&w);
+                }
+                Record::Completed { record, completed_ns, success } => {
+                    last.ledger.completed(&record, completed_ns, success)
+                }
+                Record::Cut { cycle: c } => last.cut |= c == cycle,
+                Record::Verified { cycle: c } => last.verified |= c == cycle,
+                Record::Cycle { .. } => {}
+            }
+        }
+        if !last.cut {
+            last.ledger.journal_ends_after = Some(newest);
+        }
+        Some(last)
+    }
 }
 
 /// Reads the journal at `path`; a torn tail is not an error.
@@ -335,7 +439,13 @@ mod tests {
     }
 
     fn header() -> Header {
-        Header { format: 1, target: "sim:enterprise-1.4".into(), case: "power-fail::cut-under-load".into(), seed: 7 }
+        Header {
+            format: 1,
+            target: "sim:enterprise-1.4".into(),
+            case: "power-fail::cut-under-load".into(),
+            seed: 7,
+            ..Header::default()
+        }
     }
 
     #[test]
@@ -391,5 +501,50 @@ mod tests {
         std::fs::write(&path, b"hello").unwrap();
         let e = read(&path).unwrap_err();
         assert!(e.contains("not an nvtest power-fail journal") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn the_last_cycle_comes_with_its_ledger_and_whether_the_journal_reached_its_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.nvtj");
+        let mut file = FileJournal::create(&path, &header()).unwrap();
+        file.push(&Record::Cycle { cycle: 1, seed: 11 });
+        campaign(&mut file);
+        file.push(&Record::Cut { cycle: 1 });
+        file.push(&Record::Verified { cycle: 1 });
+        file.push(&Record::Cycle { cycle: 2, seed: 22 });
+        campaign(&mut file);
+        file.sync().unwrap();
+        // nvtest died in cycle 2 before its cut: writes after the last record are unknown.
+        let last = read(&path).unwrap().last_cycle().unwrap();
+        assert_eq!((last.cycle, last.seed, last.cut, last.verified), (2, 22, false, false));
+        assert_eq!(last.ledger.writes.len(), 50);
+        assert_eq!(last.ledger.journal_ends_after, Some(50));
+        assert!(last.ledger.unjournalled(51) && !last.ledger.unjournalled(50));
+        // With its cut journalled the cycle's journal is whole: nothing is unjournalled.
+        file.push(&Record::Cut { cycle: 2 });
+        file.sync().unwrap();
+        let last = read(&path).unwrap().last_cycle().unwrap();
+        assert!(last.cut && !last.verified && last.ledger.journal_ends_after.is_none());
+        assert!(!last.ledger.unjournalled(u64::MAX));
+    }
+
+    #[test]
+    fn the_floor_beside_the_journal_reads_back_as_written() {
+        use crate::data::{Expectation, HostMap};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.nvtj");
+        let mut floor = HostMap::default();
+        floor.namespace_mut(1).set(0, 100, Expectation::Written { generation: 3, seed: 9 });
+        floor.namespace_mut(1).set(200, 8, Expectation::Zeroes);
+        floor.namespace_mut(2).set(5, 1, Expectation::Erased { dlfeat: true });
+        write_floor(&path, &floor).unwrap();
+        let back = read_floor(&path).unwrap();
+        for nsid in [1, 2, 3] {
+            for lba in [0, 99, 100, 200, 207, 208, 5] {
+                assert_eq!(back.state_at(nsid, lba), floor.state_at(nsid, lba), "NSID {nsid} LBA {lba}");
+            }
+        }
+        assert!(read_floor(&dir.path().join("other.nvtj")).unwrap_err().contains("other.nvtj.floor"));
     }
 }

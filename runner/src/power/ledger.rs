@@ -87,6 +87,11 @@ pub struct Ledger {
     open_flushes: BTreeMap<(u32, u64), Vec<usize>>,
     /// Deallocates journalled (a power-fail load has none; counted to refuse them).
     pub deallocates: u64,
+    /// Read back from a journal file whose end may be missing (nvtest died before its
+    /// last records reached the file): the highest generation it journalled. A block
+    /// holding nvtest's data of its own address with a higher generation holds a write
+    /// submitted after that, unknown to the journal, and is not judged.
+    pub journal_ends_after: Option<u64>,
 }
 
 impl Journal for Ledger {
@@ -131,6 +136,12 @@ impl Journal for Ledger {
 }
 
 impl Ledger {
+    /// Whether `generation` is of a write submitted after the journal's last record
+    /// ([`Self::journal_ends_after`]).
+    pub fn unjournalled(&self, generation: u64) -> bool {
+        self.journal_ends_after.is_some_and(|last| generation > last)
+    }
+
     /// Why write `i` had to survive the cut, if it had to.
     pub fn durable(&self, i: usize, survival: &Survival, last_flush: &BTreeMap<u32, (u64, usize)>) -> Option<Durable> {
         let w = &self.writes[i];

@@ -254,6 +254,13 @@ impl Judging<'_> {
         for (i, block) in buf.chunks(bs).enumerate() {
             let at = first + i as u64;
             let held = held(block, r.nsid, at, seed, floor, r.dealloc);
+            if let Held::Generation(g) = held {
+                if ledger.unjournalled(g) {
+                    self.out.survived += 1;
+                    map.namespace_mut(r.nsid).set(at, 1, Expectation::Written { generation: g, seed });
+                    continue;
+                }
+            }
             let Some(writes) = touched.get(&(r.nsid, at)) else {
                 // Untouched: still what the floor says.
                 let found = match held {

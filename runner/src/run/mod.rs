@@ -56,6 +56,17 @@ impl RunTarget {
     }
 }
 
+/// The target as written, with a file's path made absolute: what a journal records so
+/// that `nvtest resume` finds the target again from any directory.
+fn absolute(target: &RunTarget) -> String {
+    let abs = |p: &PathBuf| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+    match target {
+        RunTarget::Spec(TargetSpec::SimFile(p)) => TargetSpec::SimFile(abs(p)).describe(),
+        RunTarget::Spec(TargetSpec::QemuFile(p)) => TargetSpec::QemuFile(abs(p)).describe(),
+        other => other.describe(),
+    }
+}
+
 /// What the command line asks of a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunOptions {
@@ -88,6 +99,8 @@ pub struct RunOptions {
     pub expect: Vec<PathBuf>,
     /// The drive's claims (`--claims`); without it a simulated drive's profile gives its own.
     pub claims: Option<PathBuf>,
+    /// Where power-fail campaigns keep their journals (`--journal DIR`), for `nvtest resume`.
+    pub journal: Option<PathBuf>,
     /// TARGET was not given: the run tests nvtest's built-in simulated drive, and says so
     /// on the console and in every report.
     pub default_target: bool,
@@ -576,11 +589,13 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
             (None, RunTarget::Kernel(_)) => None,
         };
         let case_timeout = options.case_timeout;
+        let journal = options.journal.clone().map(|dir| crate::power::JournalSetup { dir, target: absolute(target) });
         let checked = move |mut session: Session| -> Result<Session, String> {
             safety::confirm_identity(session.identity(), &confirm, destructive)?;
             session.expect_findings(findings);
             session.set_case_timeout(case_timeout);
             session.set_claims(claims.clone());
+            session.set_journal(journal.clone());
             Ok(session)
         };
         let opener: Opener = match target {

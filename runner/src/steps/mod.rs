@@ -97,6 +97,10 @@ pub struct CaseContext<'a> {
     pub claims: Option<std::sync::Arc<crate::claims::Claims>>,
     /// What the case's workloads measured, per job ([`crate::load`]).
     pub figures: Vec<crate::load::JobFigures>,
+    /// `SUITE::CASE` (names a power-fail campaign's journal).
+    pub case_name: String,
+    /// Where a power-fail campaign keeps its journal (`--journal`); `None`: in memory.
+    pub journal: Option<crate::power::JournalSetup>,
     /// The last command sent: on the admin queue (`true`) or an I/O queue, and its opcode.
     last_command: Option<(bool, u8)>,
 }
@@ -119,6 +123,8 @@ impl<'a> CaseContext<'a> {
             figures: Vec::new(),
             claims: None,
             last_command: None,
+            case_name: String::new(),
+            journal: None,
         }
     }
 

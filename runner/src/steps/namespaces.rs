@@ -182,7 +182,7 @@ impl Candidate {
 
 /// Adds the active namespace `nsid` to the set as the drive reports it (Identify
 /// Namespace), recording the LBA data size the case asked for (0: none).
-fn take_active(ctx: &mut CaseContext<'_>, nsid: u32, requested_block_size: u64) -> StepResult {
+pub(crate) fn take_active(ctx: &mut CaseContext<'_>, nsid: u32, requested_block_size: u64) -> StepResult {
     ctx.set.push(NsEntry {
         nsid,
         requested_block_size,

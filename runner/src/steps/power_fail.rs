@@ -28,6 +28,7 @@ use crate::data::BlockSize;
 use crate::load::engine::{self, EngineError, Stop};
 use crate::load::job::Draws;
 use crate::load::{Figure, JobFigures, Workload};
+use crate::power::journal_file::{write_floor, Both, FileJournal, Header, Record};
 use crate::power::{verify, Broken, Durable, Finding, Ledger, Range, Survival};
 use crate::rules;
 use crate::suite::model::{PowerFail, WriteCacheSetting};
@@ -99,6 +100,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
     let bar = progress_bar(cycles);
     let ctx_seed = ctx.seed;
     let mut draws = Draws::new(ctx_seed ^ 0x706f_7765_725f_6661);
+    let mut journal = open_journal(ctx, &ranges, &survival, p.shutdown)?;
     let result = (|| {
         establish_floor(ctx, &ranges, &cap, &id, write_cache, &mut floor, ctx_seed)?;
         for cycle in 1..=cycles as u64 {
@@ -109,8 +111,23 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             let mut ledger = Ledger::default();
             let smart_before = smart(ctx)?;
             let stop = if p.shutdown { Stop::AtEnd } else { Stop::At(cut_at) };
+            if let Some(j) = journal.as_mut() {
+                write_floor(j.path(), &floor).map_err(StepError::Error)?;
+                j.push(&Record::Cycle { cycle, seed: cycle_seed });
+                j.sync().map_err(StepError::Error)?;
+            }
             let mut io = ctx.device.queued_io(&specs)?;
-            let ran = engine::run(io.as_mut(), &work, &mut map, &mut ledger, stop, &|| None, &mut |_| {});
+            let ran = match journal.as_mut() {
+                Some(file) => {
+                    let mut both = Both(&mut ledger, file);
+                    engine::run(io.as_mut(), &work, &mut map, &mut both, stop, &|| None, &mut |_| {})
+                }
+                None => engine::run(io.as_mut(), &work, &mut map, &mut ledger, stop, &|| None, &mut |_| {}),
+            };
+            // What the journal knows reaches the file before the power goes.
+            if let Some(j) = journal.as_mut() {
+                j.sync().map_err(StepError::Error)?;
+            }
             let outcome = match ran {
                 Ok(o) => o,
                 Err(EngineError::Device(e)) => {
@@ -139,6 +156,10 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
                 io.power_cut(cycle_seed)?;
                 super::workload::verdict(ctx, &work, &outcome)
             };
+            if let Some(j) = journal.as_mut() {
+                j.push(&Record::Cut { cycle });
+                j.sync().map_err(StepError::Error)?;
+            }
             let on = power_on(ctx, cycle, &cap)?;
             judged?;
             judge_ready(ctx, cycle, on.ready_ns, &cap)?;
@@ -179,6 +200,10 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             if !verified.findings.is_empty() {
                 return Err(findings_failure(ctx, cycle, &ledger, &verified.findings, &survival, p.shutdown));
             }
+            if let Some(j) = journal.as_mut() {
+                j.push(&Record::Verified { cycle });
+                j.sync().map_err(StepError::Error)?;
+            }
             floor = map;
         }
         Ok(())
@@ -187,6 +212,42 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
     ctx.map = floor;
     record_figures(ctx, &tally);
     result
+}
+
+/// The campaign's journal file when the run keeps journals (`--journal DIR`):
+/// `DIR/SUITE--CASE.nvtj`, its header naming the target, the case, the ranges and what
+/// had to survive, so that `nvtest resume` can judge a cycle nvtest did not live to.
+fn open_journal(
+    ctx: &mut CaseContext<'_>,
+    ranges: &[Range],
+    survival: &Survival,
+    shutdown: bool,
+) -> StepResult<Option<FileJournal>> {
+    let Some(setup) = ctx.journal.clone() else { return Ok(None) };
+    std::fs::create_dir_all(&setup.dir)
+        .map_err(|e| StepError::Error(format!("journal directory {}: {e}", setup.dir.display())))?;
+    let name: String = ctx
+        .case_name
+        .replace("::", "--")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "-_.=".contains(c) { c } else { '_' })
+        .collect();
+    let path = setup.dir.join(format!("{name}.nvtj"));
+    let header = Header {
+        format: 1,
+        target: setup.target,
+        case: ctx.case_name.clone(),
+        seed: ctx.seed,
+        ranges: ranges.iter().map(|r| (r.nsid, r.first_lba, r.blocks)).collect(),
+        every_completed_write: match survival {
+            Survival::Flushed => None,
+            Survival::Completed(why) => Some(why.clone()),
+        },
+        shutdown,
+    };
+    let file = FileJournal::create(&path, &header).map_err(StepError::Error)?;
+    ctx.log.push(format!("power_fail: journal {} (nvtest resume reads it)", path.display()));
+    Ok(Some(file))
 }
 
 /// The floor the first cycle starts from: what the case wrote before the campaign, made
@@ -290,28 +351,118 @@ fn read_cap(ctx: &mut CaseContext<'_>) -> StepResult<Cap> {
     Ok(Cap::from_bits(cap))
 }
 
+/// What `nvtest resume` judged of the cycle a campaign did not live to verify.
+#[derive(Debug, Default)]
+pub struct Resumed {
+    pub cycle: u64,
+    /// The cycle had been verified before nvtest stopped: nothing was left to judge.
+    pub verified_before: bool,
+    /// The journal holds every record of the cycle up to its cut.
+    pub complete: bool,
+    pub blocks_judged: u64,
+    pub survived: u64,
+    pub rolled_back: u64,
+}
+
+/// Judges the last cycle of a journalled campaign on the drive as it is now (powered on
+/// again after nvtest, the host or the drive lost power): every block of the journal's
+/// ranges against the floor its cycle began from and the writes the journal knows, by
+/// the rules of an uninterrupted cycle. A block holding a write of the cycle newer than
+/// the journal's last record (records not yet in the file when nvtest died) is not
+/// judged; everything else is.
+pub fn resume(
+    ctx: &mut CaseContext<'_>,
+    replay: &crate::power::journal_file::Replay,
+    floor: &crate::data::HostMap,
+) -> StepResult<Resumed> {
+    let Some(last) = replay.last_cycle() else {
+        return Err(StepError::Skip(
+            "the journal holds no cycle: the campaign stopped before its first cut (looked at every record)".into(),
+        ));
+    };
+    let mut resumed =
+        Resumed { cycle: last.cycle, verified_before: last.verified, complete: last.cut, ..Resumed::default() };
+    if last.verified {
+        return Ok(resumed);
+    }
+    let header = &replay.header;
+    let id = identify_controller(ctx)?;
+    let mut ranges = Vec::new();
+    for &(nsid, first_lba, blocks) in &header.ranges {
+        super::namespaces::take_active(ctx, nsid, 0)?;
+        let e = ctx.set.last().cloned().ok_or_else(|| StepError::Error(format!("NSID {nsid} is not active")))?;
+        if first_lba.saturating_add(blocks) > e.nsze || e.block_size == 0 {
+            return Err(StepError::Error(format!(
+                "NSID {nsid} is now {} blocks of {} bytes: the journal's range {first_lba}+{blocks} is not on it",
+                e.nsze, e.block_size
+            )));
+        }
+        ranges.push(range_for(ctx, &id, nsid, first_lba, blocks, e.block_size, e.dealloc_read)?);
+    }
+    let survival = match &header.every_completed_write {
+        Some(why) => Survival::Completed(why.clone()),
+        None => Survival::Flushed,
+    };
+    ctx.log.push(format!(
+        "resume: cycle {} of {} ({} records{}), {} ranges",
+        last.cycle,
+        header.case,
+        replay.records.len(),
+        if last.cut { ", complete up to the cut" } else { "; nvtest stopped before the cut" },
+        ranges.len()
+    ));
+    let qid = io_queue(ctx)?;
+    let per_read = VERIFY_BLOCKS.min(max_blocks(ctx.facts.mdts_bytes, &ranges));
+    let device = &mut *ctx.device;
+    let mut map = floor.clone();
+    let verified = verify(
+        Broken::Integrity,
+        &ranges,
+        &last.ledger,
+        &survival,
+        floor,
+        &mut map,
+        last.seed,
+        per_read,
+        &mut |nsid, lba, n, buf| read(device, qid, nsid, lba, n, buf),
+    )?;
+    resumed.blocks_judged = verified.blocks_judged;
+    resumed.survived = verified.survived;
+    resumed.rolled_back = verified.rolled_back;
+    if !verified.findings.is_empty() {
+        return Err(findings_failure(ctx, last.cycle, &last.ledger, &verified.findings, &survival, header.shutdown));
+    }
+    Ok(resumed)
+}
+
+/// One range of the load with the namespace's atomic unit (NAWUPF where NSFEAT bit 1
+/// defines it and it is not 0, else the controller's AWUPF, NVMe 1.4 Figure 245).
+#[allow(clippy::too_many_arguments)]
+fn range_for(
+    ctx: &mut CaseContext<'_>,
+    id: &IdentifyController,
+    nsid: u32,
+    first_lba: u64,
+    blocks: u64,
+    block_size: u64,
+    dealloc: crate::data::DeallocatedRead,
+) -> StepResult<Range> {
+    let mut ns = IdentifyNamespace::new_zeroed();
+    let what = format!("Identify Namespace NSID {nsid}");
+    let c = ctx.admin(&what, identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))?;
+    ctx.require_success(&what, &c)?;
+    let unit = if ns.nsfeat.nsabp() && ns.nawupf != 0 { ns.nawupf } else { id.awupf };
+    let block_size = BlockSize::new(block_size as u32).map_err(|e| StepError::Error(e.to_string()))?;
+    Ok(Range { nsid, first_lba, blocks, block_size, dealloc, atomic_blocks: unit as u64 + 1 })
+}
+
 /// Each job's range, with the namespace's atomic unit; two jobs on overlapping ranges
 /// of one namespace are read once.
 fn ranges(ctx: &mut CaseContext<'_>, jobs: &[crate::load::Job], id: &IdentifyController) -> StepResult<Vec<Range>> {
     let mut out: Vec<Range> = Vec::new();
     for j in jobs {
         let nsid = j.namespace.nsid;
-        let mut ns = IdentifyNamespace::new_zeroed();
-        let what = format!("Identify Namespace NSID {nsid}");
-        let c = ctx.admin(&what, identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))?;
-        ctx.require_success(&what, &c)?;
-        // NAWUPF applies where NSFEAT bit 1 says it is defined and it is non-zero (0h:
-        // the controller's AWUPF applies, NVMe 1.4 Figure 245).
-        let unit = if ns.nsfeat.nsabp() && ns.nawupf != 0 { ns.nawupf } else { id.awupf };
-        let block_size = BlockSize::new(j.namespace.block_size as u32).map_err(|e| StepError::Error(e.to_string()))?;
-        let range = Range {
-            nsid,
-            first_lba: j.first_lba,
-            blocks: j.blocks,
-            block_size,
-            dealloc: j.namespace.dealloc_read,
-            atomic_blocks: unit as u64 + 1,
-        };
+        let range = range_for(ctx, id, nsid, j.first_lba, j.blocks, j.namespace.block_size, j.namespace.dealloc_read)?;
         match out.iter_mut().find(|r| r.nsid == nsid) {
             Some(r) => {
                 let end = (r.first_lba + r.blocks).max(range.first_lba + range.blocks);

@@ -11,7 +11,8 @@
 //! ```yaml
 //! name: dual
 //! description: …
-//! machine: {memory_mb: 512, dma_window_mb: 64, timeout_ms: 10000, disk_aio: io_uring}  # optional
+//! machine: {memory_mb: 512, dma_window_mb: 64, timeout_ms: 10000, disk_aio: io_uring,
+//!           image_dir: images}  # optional; image_dir keeps the images between runs
 //! subsystems: [{id: subsys0, nqn: nvtest-dual}]          # nqn: nqn.2019-08.org.qemu:<nqn>
 //! root_ports: [{id: rp1, chassis: 1, slot: 1, hotplug: true}]
 //! controllers:
@@ -31,7 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nvme::transport::qemu::{Disk, DiskAio, PciAddress, QemuConfig, QemuMachine};
@@ -117,6 +118,9 @@ pub struct MachineSettings {
     /// The longest any single qtest or QMP exchange may take.
     pub timeout_ms: u64,
     pub disk_aio: DiskAio,
+    /// Where the namespaces' images are kept between runs (`<node>.img`, created when
+    /// missing, never removed), relative to the topology file; `None`: temporary images.
+    pub image_dir: Option<PathBuf>,
 }
 
 /// An NVM subsystem: `-device nvme-subsys`.
@@ -230,6 +234,7 @@ struct MachineFile {
     dma_window_mb: Option<Spanned<u32>>,
     timeout_ms: Option<Spanned<u64>>,
     disk_aio: Option<AioFile>,
+    image_dir: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -332,7 +337,11 @@ impl Topology {
         let origin = path.display().to_string();
         let text = nvme::input::read_text_file(path)
             .map_err(|e| TopologyError::Read { origin: origin.clone(), message: e.to_string() })?;
-        Topology::from_str(&text, &origin)
+        let mut topology = Topology::from_str(&text, &origin)?;
+        if let Some(dir) = topology.machine.image_dir.as_mut().filter(|d| d.is_relative()) {
+            *dir = path.parent().unwrap_or(Path::new(".")).join(&*dir);
+        }
+        Ok(topology)
     }
 
     /// Parses topology text; `origin` names it in errors.
@@ -374,6 +383,7 @@ impl Topology {
             extra_args: self.device_args(),
             timeout: Duration::from_millis(self.machine.timeout_ms),
             label: self.name.clone(),
+            image_dir: self.machine.image_dir.clone(),
             ..QemuConfig::default()
         }
     }
@@ -959,7 +969,13 @@ impl TopologyFile {
         Ok(Topology {
             name,
             description: self.description.trim().to_string(),
-            machine: MachineSettings { memory_mb: memory, dma_window_mb: window, timeout_ms, disk_aio },
+            machine: MachineSettings {
+                memory_mb: memory,
+                dma_window_mb: window,
+                timeout_ms,
+                disk_aio,
+                image_dir: m.and_then(|m| m.image_dir.clone()),
+            },
             subsystems,
             root_ports,
             controllers,

@@ -161,6 +161,11 @@ pub struct QemuConfig {
     /// Names the machine in reports: transports describe themselves as
     /// `qemu:<label> <bus:dev.fn>`.
     pub label: String,
+    /// Where the disks' images live between runs (`<node_name>.img`: used as found when
+    /// it has the disk's size, created sparse when missing, never removed): media that
+    /// outlives nvtest, for `nvtest resume` after nvtest or the host died. `None`: the
+    /// images are temporary, in the machine's directory.
+    pub image_dir: Option<PathBuf>,
 }
 
 impl Default for QemuConfig {
@@ -174,6 +179,7 @@ impl Default for QemuConfig {
             extra_args: Vec::new(),
             timeout: Duration::from_secs(10),
             label: "qemu".to_owned(),
+            image_dir: None,
         }
     }
 }
@@ -339,8 +345,17 @@ impl QemuMachine {
         let mut image_paths = Vec::with_capacity(config.disks.len());
         let mut image_files = Vec::with_capacity(config.disks.len());
         for disk in &config.disks {
-            let image = dir.path().join(format!("{}.img", disk.node_name));
-            image_files.push(create_sparse(&image, disk.size_bytes)?);
+            let (image, file) = match &config.image_dir {
+                Some(kept) => {
+                    let image = kept.join(format!("{}.img", disk.node_name));
+                    (image.clone(), open_kept_image(&image, disk.size_bytes)?)
+                }
+                None => {
+                    let image = dir.path().join(format!("{}.img", disk.node_name));
+                    (image.clone(), create_sparse(&image, disk.size_bytes)?)
+                }
+            };
+            image_files.push(file);
             image_paths.push(qemu_path(&image)?);
         }
         let (cmd, listener, qmp_address) = command(&config, &qemu_path(&ram_path)?, &image_paths)?;
@@ -664,6 +679,27 @@ fn qemu_path(path: &Path) -> Result<String, TransportError> {
         Some(s) if !s.contains(',') => Ok(s.to_owned()),
         _ => Err(TransportError::Other(format!("path {} is unusable in a QEMU option", path.display()))),
     }
+}
+
+/// An image of [`QemuConfig::image_dir`]: opened as found when it has `size` bytes,
+/// created sparse (with its directory) when missing.
+fn open_kept_image(path: &Path, size: u64) -> Result<File, TransportError> {
+    let fail = |e: std::io::Error| other(format!("image {}", path.display()), e);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let file =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(fail)?;
+    let len = file.metadata().map_err(fail)?.len();
+    if len == 0 {
+        file.set_len(size).map_err(fail)?;
+    } else if len != size {
+        return Err(TransportError::Other(format!(
+            "image {} has {len} bytes, the topology's namespace {size}: remove it or fix the topology",
+            path.display()
+        )));
+    }
+    Ok(file)
 }
 
 fn create_sparse(path: &Path, size: u64) -> Result<File, TransportError> {
