@@ -4,8 +4,10 @@
 //! (larger than the caches, like a verify sweep's I/O) and 256 KiB (cache-resident).
 //!
 //! A second table puts the power-fail verification after a cycle ([`verify`]: a ledger of
-//! the cycle's writes over one block in eight, the read copied out of the "device"
-//! buffer as a read would land) next to `judge_range` on the same buffer (goal ≥ 1.0×).
+//! the cycle's writes over one block in eight) next to `judge_range` on the same buffer
+//! (goal ≥ 1.0×), twice: with the reads lent where they landed (a device's DMA: no CPU
+//! copy, like for like with `judge_range`), and with each read copied out first (as the
+//! step's reads through the driver are, out of its DMA memory).
 //!
 //! `cargo bench -p nvtest --bench data`; the figure per cell is the best of many short
 //! samples (each at least one pass and 2 ms), which keeps it steady on a shared machine.
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use nvtest::data::{fill_blocks, judge_range, BlockSize, BlockTag, DeallocatedRead, HostMap};
 use nvtest::load::{Change, Journal, WriteRecord};
+use nvtest::power::verify::{copied, BlockSource};
 use nvtest::power::{verify, Broken, Ledger, Range, Survival};
 
 const SAMPLES: usize = 60;
@@ -117,8 +120,22 @@ fn measure(buffer: &'static str, buf: &mut [u8], block: u32) -> Result<Row, Stri
 const WRITE_BLOCKS: u64 = 8;
 const WRITE_EVERY: u64 = 64;
 
-/// The verification after a cycle, and `judge_range`, on `buf` (GB/s of blocks judged).
-fn measure_verify(buf: &mut [u8], block: u32) -> Result<(f64, f64), String> {
+/// A "device" whose reads land in memory: each read lends the blocks where they are.
+struct Landed<'a> {
+    device: &'a [u8],
+    block_bytes: usize,
+}
+
+impl BlockSource<String> for Landed<'_> {
+    fn read(&mut self, _: u32, lba: u64, _: u64, bytes: usize) -> Result<&[u8], String> {
+        let at = (lba - FIRST_LBA) as usize * self.block_bytes;
+        self.device.get(at..at + bytes).ok_or_else(|| format!("LBA {lba:#x} is outside the device"))
+    }
+}
+
+/// The verification after a cycle with lent and with copied reads, and `judge_range`, on
+/// `buf` (GB/s of blocks judged).
+fn measure_verify(buf: &mut [u8], block: u32) -> Result<(f64, f64, f64), String> {
     let block_size = BlockSize::new(block).map_err(|e| e.to_string())?;
     let blocks = block_size.blocks_in(buf.len()).map_err(|e| e.to_string())?;
     let mut floor = HostMap::new();
@@ -158,24 +175,36 @@ fn measure_verify(buf: &mut [u8], block: u32) -> Result<(f64, f64), String> {
         dealloc: DeallocatedRead::Zeroes,
         atomic_blocks: 8,
     }];
-    let run = |device: &[u8]| {
+    let run = |device: &[u8], copy: bool| {
         let mut map = floor.clone();
         let mut read = |_: u32, lba: u64, n: u64, out: &mut [u8]| -> Result<(), String> {
             let at = (lba - FIRST_LBA) as usize * bs;
             out.copy_from_slice(&device[at..at + n as usize * bs]);
             Ok(())
         };
-        verify(Broken::Integrity, &ranges, &ledger, &Survival::Flushed, &floor, &mut map, cycle_seed, 256, &mut read)
+        let mut copying = copied(&mut read);
+        let mut landed = Landed { device, block_bytes: bs };
+        let source: &mut dyn BlockSource<String> = if copy { &mut copying } else { &mut landed };
+        verify(Broken::Integrity, &ranges, &ledger, &Survival::Flushed, &floor, &mut map, cycle_seed, 256, source)
     };
-    let first = run(buf)?;
-    if !first.findings.is_empty() || first.blocks_judged != blocks {
-        return Err(format!("the verification found {:?} in {} blocks", first.findings.first(), first.blocks_judged));
+    for copy in [false, true] {
+        let first = run(buf, copy)?;
+        if !first.findings.is_empty() || first.blocks_judged != blocks {
+            return Err(format!(
+                "the verification found {:?} in {} blocks",
+                first.findings.first(),
+                first.blocks_judged
+            ));
+        }
     }
-    let [verified, judge] = best_rates(
+    let [lent, copied_rate, judge] = best_rates(
         buf,
         [
             &mut |buf| {
-                black_box(run(black_box(buf)).map(|v| v.blocks_judged).ok());
+                black_box(run(black_box(buf), false).map(|v| v.blocks_judged).ok());
+            },
+            &mut |buf| {
+                black_box(run(black_box(buf), true).map(|v| v.blocks_judged).ok());
             },
             &mut |buf| {
                 let verdict = judge_range(black_box(buf), NSID, FIRST_LBA, block_size, &floor, DeallocatedRead::Zeroes);
@@ -183,7 +212,7 @@ fn measure_verify(buf: &mut [u8], block: u32) -> Result<(f64, f64), String> {
             },
         ],
     );
-    Ok((verified, judge))
+    Ok((lent, copied_rate, judge))
 }
 
 fn main() {
@@ -204,7 +233,7 @@ fn main() {
                 }
             }
             match measure_verify(buf, block) {
-                Ok((verified, judge)) => verify_rows.push((buffer, block, verified, judge)),
+                Ok((lent, copied, judge)) => verify_rows.push((buffer, block, lent, copied, judge)),
                 Err(e) => {
                     eprintln!("{buffer} buffer, {block} B blocks, power-fail verification: {e}");
                     std::process::exit(1);
@@ -235,15 +264,20 @@ fn main() {
         "power-fail verification after a cycle (1 block in {} written, half lost), GB/s, next to judge_range",
         WRITE_EVERY / WRITE_BLOCKS
     );
-    println!("{:>8} {:>6} | {:>7} {:>7} {:>6}", "buffer", "block", "verify", "judge", "ratio");
-    for (buffer, block, verified, judge) in &verify_rows {
+    println!(
+        "{:>8} {:>6} | {:>7} {:>7} {:>6} | {:>7} {:>6}",
+        "buffer", "block", "judge", "verify", "ratio", "copied", "ratio"
+    );
+    for (buffer, block, lent, copied, judge) in &verify_rows {
         println!(
-            "{:>8} {:>6} | {:>7.2} {:>7.2} {:>5.2}x",
+            "{:>8} {:>6} | {:>7.2} {:>7.2} {:>5.2}x | {:>7.2} {:>5.2}x",
             buffer,
             format!("{block} B"),
-            verified,
             judge,
-            verified / judge
+            lent,
+            lent / judge,
+            copied,
+            copied / judge
         );
     }
 }

@@ -141,6 +141,32 @@ pub fn judge_range(
     tally.finish(blocks)
 }
 
+/// Whether every block of `buf` (blocks from `first_lba`) holds what the one expectation
+/// `state` allows: [`judge_range`] for a run whose expectation is known already (no map
+/// lookup), stopping at the first wrong block with no diagnosis.
+pub fn run_holds(
+    buf: &[u8],
+    nsid: u32,
+    first_lba: u64,
+    block_size: BlockSize,
+    state: Expectation,
+    dealloc: DeallocatedRead,
+) -> bool {
+    let blocks = buf.len() / block_size.bytes();
+    if buf.len() % block_size.bytes() != 0 || (blocks > 0 && first_lba.checked_add(blocks as u64 - 1).is_none()) {
+        return false;
+    }
+    let allowed = allowed(nsid, first_lba, block_size, state, dealloc);
+    let Some(want) = Want::of(allowed.must) else { return true };
+    if allowed.or_else.is_some() {
+        // A deallocated block may hold either content: judged as judge_range does.
+        let mut tally = Tally::default();
+        judge_run(buf, nsid, first_lba, block_size, state, dealloc, &mut tally);
+        return tally.first.is_none();
+    }
+    want.first_wrong(buf, first_lba, block_size.bytes()).is_none()
+}
+
 /// The first wrong block seen (diagnosed), how many were wrong, and how many deallocated
 /// blocks kept their data.
 #[derive(Default)]
@@ -722,6 +748,21 @@ mod tests {
             Err(JudgeError::Mismatch(mismatch)) => *mismatch,
             other => panic!("expected a mismatch, got {other:?}"),
         }
+    }
+
+    /// run_holds agrees with judge_range on a run of one expectation: the blocks written
+    /// hold, one block of another generation (or a partial block) does not.
+    #[test]
+    fn a_run_holds_its_expectation_until_one_block_differs() {
+        let mut run: Vec<u8> = (0..8).flat_map(|i| written(1, 100 + i, 3, 512)).collect();
+        let deallocated = Expectation::Deallocated { previous: None };
+        assert!(run_holds(&run, 1, 100, size(512), WRITTEN, DeallocatedRead::Zeroes));
+        assert!(run_holds(&run, 1, 100, size(512), Expectation::Unknown, DeallocatedRead::Zeroes));
+        assert!(run_holds(&run, 1, 100, size(512), deallocated, DeallocatedRead::NotReported));
+        assert!(!run_holds(&run, 1, 101, size(512), WRITTEN, DeallocatedRead::Zeroes), "other LBAs");
+        assert!(!run_holds(&run[..700], 1, 100, size(512), WRITTEN, DeallocatedRead::Zeroes), "a partial block");
+        run[5 * 512..6 * 512].copy_from_slice(&written(1, 105, 4, 512));
+        assert!(!run_holds(&run, 1, 100, size(512), WRITTEN, DeallocatedRead::Zeroes), "another generation");
     }
 
     #[test]

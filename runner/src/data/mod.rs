@@ -77,5 +77,5 @@ mod properties;
 
 pub use block::{decode_header, fill_block, fill_blocks, BlockSize, BlockTag, LayoutError, HEADER_LEN, MAGIC};
 pub use expectation::{Expectation, Previous};
-pub use judge::{judge_block, judge_range, DeallocatedRead, Found, JudgeError, Judged, Mismatch, Rest};
+pub use judge::{judge_block, judge_range, run_holds, DeallocatedRead, Found, JudgeError, Judged, Mismatch, Rest};
 pub use map::{HostMap, NamespaceMap, Segment, Segments};

@@ -22,8 +22,8 @@
 use std::collections::BTreeMap;
 
 use crate::data::{
-    decode_header, judge_block, judge_range, BlockSize, DeallocatedRead, Expectation, Found, HostMap, JudgeError,
-    Segment,
+    decode_header, judge_block, judge_range, run_holds, BlockSize, DeallocatedRead, Expectation, Found, HostMap,
+    JudgeError, Segment,
 };
 
 use super::ledger::{Durable, Ledger, Survival};
@@ -76,8 +76,33 @@ pub struct Verified {
     pub rolled_back: u64,
 }
 
-/// Reads `blocks` blocks of `nsid` from `lba` into the buffer (exactly that long).
-pub type ReadBlocks<'a, E> = dyn FnMut(u32, u64, u64, &mut [u8]) -> Result<(), E> + 'a;
+/// Where verification reads blocks from. Each read lends its data until the next, so a
+/// source whose data is already in memory (a device whose reads land there) hands it
+/// over without a copy.
+pub trait BlockSource<E> {
+    /// The `bytes` bytes of `blocks` blocks of `nsid` from `lba`.
+    fn read(&mut self, nsid: u32, lba: u64, blocks: u64, bytes: usize) -> Result<&[u8], E>;
+}
+
+/// A [`BlockSource`] that reads into a buffer of its own with `read(nsid, lba, blocks,
+/// buf)`: a command through the driver, its data copied out of the DMA memory.
+pub struct Copied<F> {
+    read: F,
+    buf: Vec<u8>,
+}
+
+/// [`Copied`] around `read`.
+pub fn copied<F>(read: F) -> Copied<F> {
+    Copied { read, buf: Vec::new() }
+}
+
+impl<E, F: FnMut(u32, u64, u64, &mut [u8]) -> Result<(), E>> BlockSource<E> for Copied<F> {
+    fn read(&mut self, nsid: u32, lba: u64, blocks: u64, bytes: usize) -> Result<&[u8], E> {
+        self.buf.resize(bytes, 0);
+        (self.read)(nsid, lba, blocks, &mut self.buf)?;
+        Ok(&self.buf)
+    }
+}
 
 /// What a block was found to hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,8 +117,7 @@ enum Held {
     Wrong(String, bool),
 }
 
-/// Reads every range with `read(nsid, lba, blocks, buf)` (at most `per_read` blocks at
-/// once), judges it and leaves in `map` what each block was found to hold. An untouched
+/// Reads every range from `source` (at most `per_read` blocks at once), judges it and leaves in `map` what each block was found to hold. An untouched
 /// block that no longer holds what the floor says breaks `untouched` (the integrity rule
 /// after a cycle: the floor was read back after a power-on, so it was on the media).
 #[allow(clippy::too_many_arguments)]
@@ -106,7 +130,7 @@ pub fn verify<E>(
     map: &mut HostMap,
     seed: u64,
     per_read: u64,
-    read: &mut ReadBlocks<'_, E>,
+    source: &mut dyn BlockSource<E>,
 ) -> Result<Verified, E> {
     let last_flush = ledger.last_flushes();
     let durable: Vec<Option<Durable>> =
@@ -137,13 +161,11 @@ pub fn verify<E>(
     };
     for r in ranges {
         let bs = r.block_size.bytes();
-        let mut buf = Vec::new();
         let mut lba = r.first_lba;
         let end = r.first_lba + r.blocks;
         while lba < end {
             let n = per_read.max(1).min(end - lba);
-            buf.resize(n as usize * bs, 0);
-            read(r.nsid, lba, n, &mut buf)?;
+            let buf = source.read(r.nsid, lba, n, n as usize * bs)?;
             j.out.blocks_judged += n;
             j.out.bytes_judged += n * bs as u64;
             let segments: Vec<Segment> = match newest.namespace(r.nsid) {
@@ -157,9 +179,9 @@ pub fn verify<E>(
                     _ => None,
                 };
                 let judged = |m: &HostMap| judge_range(sub, r.nsid, seg.first, r.block_size, m, r.dealloc).is_ok();
-                // A lost write's run fails at its first block: that block alone is tried first.
-                let first_new = judge_range(&sub[..bs], r.nsid, seg.first, r.block_size, &newest, r.dealloc).is_ok();
-                if first_new && judged(&newest) {
+                // Against the segment's own expectation, stopping at the first wrong
+                // block: a lost write's run fails at once.
+                if run_holds(sub, r.nsid, seg.first, r.block_size, seg.state, r.dealloc) {
                     if let Some(w) = write {
                         // Every block holds the newest write of it; the engine's map knows
                         // the completed ones already.

@@ -29,6 +29,7 @@ use crate::load::engine::{self, EngineError, Stop};
 use crate::load::job::Draws;
 use crate::load::{Figure, JobFigures, Workload};
 use crate::power::journal_file::{write_floor, Both, FileJournal, Header, Record};
+use crate::power::verify::copied;
 use crate::power::{verify, Broken, Durable, Finding, Ledger, Range, Survival};
 use crate::rules;
 use crate::suite::model::{PowerFail, WriteCacheSetting};
@@ -183,7 +184,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
                 &mut map,
                 cycle_seed,
                 VERIFY_BLOCKS.min(max_blocks(ctx.facts.mdts_bytes, &ranges)),
-                &mut |nsid, lba, n, buf| read(device, qid, nsid, lba, n, buf),
+                &mut copied(|nsid, lba, n, buf: &mut [u8]| read(device, qid, nsid, lba, n, buf)),
             )?;
             tally.verify_wall += started.elapsed();
             tally.cycles = cycle;
@@ -291,7 +292,7 @@ fn establish_floor(
         &mut map,
         seed,
         per_read,
-        &mut |nsid, lba, n, buf| read(device, qid, nsid, lba, n, buf),
+        &mut copied(|nsid, lba, n, buf: &mut [u8]| read(device, qid, nsid, lba, n, buf)),
     )?;
     if !verified.findings.is_empty() {
         return Err(findings_failure(ctx, 0, &Ledger::default(), &verified.findings, &survival, true));
@@ -424,7 +425,7 @@ pub fn resume(
         &mut map,
         last.seed,
         per_read,
-        &mut |nsid, lba, n, buf| read(device, qid, nsid, lba, n, buf),
+        &mut copied(|nsid, lba, n, buf: &mut [u8]| read(device, qid, nsid, lba, n, buf)),
     )?;
     resumed.blocks_judged = verified.blocks_judged;
     resumed.survived = verified.survived;
