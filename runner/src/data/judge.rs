@@ -153,7 +153,9 @@ pub fn run_holds(
     dealloc: DeallocatedRead,
 ) -> bool {
     let blocks = buf.len() / block_size.bytes();
-    if buf.len() % block_size.bytes() != 0 || (blocks > 0 && first_lba.checked_add(blocks as u64 - 1).is_none()) {
+    if !buf.len().is_multiple_of(block_size.bytes())
+        || (blocks > 0 && first_lba.checked_add(blocks as u64 - 1).is_none())
+    {
         return false;
     }
     let allowed = allowed(nsid, first_lba, block_size, state, dealloc);
