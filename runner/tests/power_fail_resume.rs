@@ -3,7 +3,8 @@
 //! the power cut — and `nvtest resume` judges the cycle from the journal with the verdict
 //! an uninterrupted run gives (pass on QEMU), also from a journal cut short mid-record.
 //! Its failing twin: a block of the range overwritten behind nvtest's back fails the
-//! resume, naming the LBA. A journal of a simulated drive (whose media died with the run)
+//! resume, naming the LBA; a journal of a namespace formatted since is an error, not a
+//! failure of the drive. A journal of a simulated drive (whose media died with the run)
 //! is refused. QEMU must be installed (these tests fail without it, never skip).
 
 #[path = "common/record.rs"]
@@ -112,6 +113,24 @@ fn a_campaign_killed_mid_cycle_is_judged_by_resume_as_an_uninterrupted_run_would
     let said = text(&out);
     assert_eq!(out.status.code(), Some(0), "{said}");
     assert!(said.contains("torn tail of 28 bytes ignored") && said.contains("resume result: ok"), "{said}");
+
+    // A journal whose campaign ran on another format of namespace 1 (as if the drive were
+    // formatted since): not the drive's failure, an error naming the reformat.
+    let reformatted = dir.path().join("journals/reformatted.nvtj");
+    let length = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    let header = String::from_utf8(bytes[12..12 + length].to_vec()).unwrap();
+    let other = header.replacen("\"block_size\":512", "\"block_size\":4096", 1);
+    assert_ne!(header, other, "the header names namespace 1's block size: {header}");
+    let mut rewritten = bytes[..8].to_vec();
+    rewritten.extend_from_slice(&(other.len() as u32).to_le_bytes());
+    rewritten.extend_from_slice(other.as_bytes());
+    rewritten.extend_from_slice(&bytes[12 + length..]);
+    std::fs::write(&reformatted, rewritten).unwrap();
+    std::fs::copy(format!("{}.floor", journal.display()), format!("{}.floor", reformatted.display())).unwrap();
+    let out = nvtest(&["resume", reformatted.to_str().unwrap()]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("NSID 1 is now formatted 512 + 0") && said.contains("formatted since"), "{said}");
 
     // The failing twin: LBA 100 of namespace 1 (in the load's range) overwritten behind
     // nvtest's back holds data no write put there.

@@ -36,7 +36,7 @@ static CRC32C: Crc<u32, Table<16>> = Crc::<u32, Table<16>>::new(&CRC_32_ISCSI);
 /// What the journal is of: enough to find the campaign again and judge its last cycle.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Header {
-    /// The journal format (1).
+    /// The journal format ([`FORMAT`]).
     pub format: u32,
     /// The target as given on the command line (`nvtest resume` opens it again).
     pub target: String,
@@ -44,9 +44,9 @@ pub struct Header {
     pub case: String,
     /// The run seed (`--seed` replays the campaign).
     pub seed: u64,
-    /// The load's ranges: NSID, first LBA, blocks.
+    /// The load's ranges, each with the format its namespace had.
     #[serde(default)]
-    pub ranges: Vec<(u32, u64, u64)>,
+    pub ranges: Vec<JournalRange>,
     /// Why every completed write had to survive a cut (the finding's words); `None`: only
     /// what FUA and Flush made durable.
     #[serde(default)]
@@ -54,6 +54,22 @@ pub struct Header {
     /// The cycles end in a normal shutdown before the power goes.
     #[serde(default)]
     pub shutdown: bool,
+}
+
+/// The journal format this nvtest writes and reads (2: ranges name their format).
+pub const FORMAT: u32 = 2;
+
+/// One range of the load, with the LBA format its namespace had: a namespace formatted
+/// otherwise since holds nothing the journal can judge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalRange {
+    pub nsid: u32,
+    pub first_lba: u64,
+    pub blocks: u64,
+    /// Data bytes per block (LBA Data Size of the format in use).
+    pub block_size: u64,
+    /// Metadata bytes per block (MS of the format in use).
+    pub metadata_size: u64,
 }
 
 /// Where the floor of the cycle in progress is kept beside the journal at `path`.
@@ -382,8 +398,8 @@ pub fn read(path: &Path) -> Result<Replay, String> {
     let len = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
     let json = bytes.get(12..12 + len).ok_or_else(|| fail("the journal's header is cut short"))?;
     let header: Header = serde_json::from_slice(json).map_err(|e| fail(&format!("the journal's header: {e}")))?;
-    if header.format != 1 {
-        return Err(fail(&format!("journal format {} (this nvtest reads format 1)", header.format)));
+    if header.format != FORMAT {
+        return Err(fail(&format!("journal format {} (this nvtest reads format {FORMAT})", header.format)));
     }
     let body = &bytes[12 + len..];
     let mut records = Vec::with_capacity(body.len() / RECORD_BYTES);
@@ -440,7 +456,7 @@ mod tests {
 
     fn header() -> Header {
         Header {
-            format: 1,
+            format: FORMAT,
             target: "sim:enterprise-1.4".into(),
             case: "power-fail::cut-under-load".into(),
             seed: 7,

@@ -28,7 +28,7 @@ use crate::data::BlockSize;
 use crate::load::engine::{self, EngineError, Stop};
 use crate::load::job::Draws;
 use crate::load::{Figure, JobFigures, Workload};
-use crate::power::journal_file::{write_floor, Both, FileJournal, Header, Record};
+use crate::power::journal_file::{write_floor, Both, FileJournal, Header, JournalRange, Record, FORMAT};
 use crate::power::verify::copied;
 use crate::power::{verify, Broken, Durable, Finding, Ledger, Range, Survival};
 use crate::rules;
@@ -157,9 +157,10 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
                 io.power_cut(cycle_seed)?;
                 super::workload::verdict(ctx, &work, &outcome)
             };
+            // Synced with the next cycle's first record (or at the end): a reader that
+            // lacks it judges the cycle as one whose cut nvtest did not live to record.
             if let Some(j) = journal.as_mut() {
                 j.push(&Record::Cut { cycle });
-                j.sync().map_err(StepError::Error)?;
             }
             let on = power_on(ctx, cycle, &cap)?;
             judged?;
@@ -201,11 +202,16 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             if !verified.findings.is_empty() {
                 return Err(findings_failure(ctx, cycle, &ledger, &verified.findings, &survival, p.shutdown));
             }
+            // Synced with the next cycle's first record, after the floor it begins from
+            // is in place: a reader that lacks it judges this cycle again, against that
+            // floor (what was read back now), with the same verdict.
             if let Some(j) = journal.as_mut() {
                 j.push(&Record::Verified { cycle });
-                j.sync().map_err(StepError::Error)?;
             }
             floor = map;
+        }
+        if let Some(j) = journal.as_mut() {
+            j.sync().map_err(StepError::Error)?;
         }
         Ok(())
     })();
@@ -234,12 +240,22 @@ fn open_journal(
         .map(|c| if c.is_ascii_alphanumeric() || "-_.=".contains(c) { c } else { '_' })
         .collect();
     let path = setup.dir.join(format!("{name}.nvtj"));
+    let metadata_size = |nsid: u32| ctx.set.iter().rev().find(|e| e.nsid == nsid).map_or(0, |e| e.metadata_size);
     let header = Header {
-        format: 1,
+        format: FORMAT,
         target: setup.target,
         case: ctx.case_name.clone(),
         seed: ctx.seed,
-        ranges: ranges.iter().map(|r| (r.nsid, r.first_lba, r.blocks)).collect(),
+        ranges: ranges
+            .iter()
+            .map(|r| JournalRange {
+                nsid: r.nsid,
+                first_lba: r.first_lba,
+                blocks: r.blocks,
+                block_size: r.block_size.bytes() as u64,
+                metadata_size: metadata_size(r.nsid),
+            })
+            .collect(),
         every_completed_write: match survival {
             Survival::Flushed => None,
             Survival::Completed(why) => Some(why.clone()),
@@ -389,16 +405,26 @@ pub fn resume(
     let header = &replay.header;
     let id = identify_controller(ctx)?;
     let mut ranges = Vec::new();
-    for &(nsid, first_lba, blocks) in &header.ranges {
+    for r in &header.ranges {
+        let nsid = r.nsid;
         super::namespaces::take_active(ctx, nsid, 0)?;
         let e = ctx.set.last().cloned().ok_or_else(|| StepError::Error(format!("NSID {nsid} is not active")))?;
-        if first_lba.saturating_add(blocks) > e.nsze || e.block_size == 0 {
+        // A namespace formatted otherwise since the campaign holds none of its blocks:
+        // judging it would blame the drive for the reformat.
+        if (e.block_size, e.metadata_size) != (r.block_size, r.metadata_size) {
             return Err(StepError::Error(format!(
-                "NSID {nsid} is now {} blocks of {} bytes: the journal's range {first_lba}+{blocks} is not on it",
-                e.nsze, e.block_size
+                "NSID {nsid} is now formatted {} + {} bytes of metadata per block, the campaign ran on {} + {}: \
+                 it was formatted since, nothing of the journal's range is on it",
+                e.block_size, e.metadata_size, r.block_size, r.metadata_size
             )));
         }
-        ranges.push(range_for(ctx, &id, nsid, first_lba, blocks, e.block_size, e.dealloc_read)?);
+        if r.first_lba.saturating_add(r.blocks) > e.nsze || e.block_size == 0 {
+            return Err(StepError::Error(format!(
+                "NSID {nsid} is now {} blocks of {} bytes: the journal's range {}+{} is not on it",
+                e.nsze, e.block_size, r.first_lba, r.blocks
+            )));
+        }
+        ranges.push(range_for(ctx, &id, nsid, r.first_lba, r.blocks, e.block_size, e.dealloc_read)?);
     }
     let survival = match &header.every_completed_write {
         Some(why) => Survival::Completed(why.clone()),
@@ -431,7 +457,18 @@ pub fn resume(
     resumed.survived = verified.survived;
     resumed.rolled_back = verified.rolled_back;
     if !verified.findings.is_empty() {
-        return Err(findings_failure(ctx, last.cycle, &last.ledger, &verified.findings, &survival, header.shutdown));
+        let mut failure =
+            findings_failure(ctx, last.cycle, &last.ledger, &verified.findings, &survival, header.shutdown);
+        if let StepError::Fail(f) = &mut failure {
+            f.sent = format!(
+                "nvtest resume: the campaign stopped in cycle {} ({}), the journal's writes judged on the drive as \
+                 it is now; {}",
+                last.cycle,
+                if last.cut { "after its cut" } else { "before nvtest recorded a cut" },
+                f.sent
+            );
+        }
+        return Err(failure);
     }
     Ok(resumed)
 }
