@@ -106,7 +106,7 @@ pub fn judge_block(
 ) -> Result<(), JudgeError> {
     let block_size = BlockSize::of_len(block.len())?;
     let mut tally = Tally::default();
-    judge_run(block, nsid, lba, block_size, expected, dealloc, &mut tally);
+    judge_run(block, nsid, lba, block_size, expected, dealloc, Until::AllJudged, &mut tally);
     tally.finish(1).map(|_| ())
 }
 
@@ -135,7 +135,7 @@ pub fn judge_range(
         let Some((run, after)) = rest.split_at_checked(run_len) else {
             break;
         };
-        judge_run(run, nsid, segment.first, block_size, segment.state, dealloc, &mut tally);
+        judge_run(run, nsid, segment.first, block_size, segment.state, dealloc, Until::AllJudged, &mut tally);
         rest = after;
     }
     tally.finish(blocks)
@@ -158,15 +158,18 @@ pub fn run_holds(
     {
         return false;
     }
-    let allowed = allowed(nsid, first_lba, block_size, state, dealloc);
-    let Some(want) = Want::of(allowed.must) else { return true };
-    if allowed.or_else.is_some() {
-        // A deallocated block may hold either content: judged as judge_range does.
-        let mut tally = Tally::default();
-        judge_run(buf, nsid, first_lba, block_size, state, dealloc, &mut tally);
-        return tally.first.is_none();
-    }
-    want.first_wrong(buf, first_lba, block_size.bytes()).is_none()
+    let mut tally = Tally::default();
+    judge_run(buf, nsid, first_lba, block_size, state, dealloc, Until::FirstWrong, &mut tally);
+    tally.wrong == 0
+}
+
+/// How far [`judge_run`] goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// Every block, the first wrong one diagnosed.
+    AllJudged,
+    /// The first wrong block, undiagnosed (the caller wants only whether all hold).
+    FirstWrong,
 }
 
 /// The first wrong block seen (diagnosed), how many were wrong, and how many deallocated
@@ -290,6 +293,7 @@ impl Want {
 }
 
 /// Judges consecutive blocks that share one expectation.
+#[allow(clippy::too_many_arguments)]
 fn judge_run(
     run: &[u8],
     nsid: u32,
@@ -297,6 +301,7 @@ fn judge_run(
     block_size: BlockSize,
     expected: Expectation,
     dealloc: DeallocatedRead,
+    until: Until,
     tally: &mut Tally,
 ) {
     let diagnose = |block: &[u8], lba: u64| diagnose(block, nsid, lba, block_size, expected, dealloc);
@@ -304,7 +309,9 @@ fn judge_run(
     let allowed = allowed(nsid, first_lba, block_size, expected, dealloc);
     let Some(want) = Want::of(allowed.must) else {
         // Anything is accepted; a deallocated block may still be seen to keep its data.
-        if let Expectation::Deallocated { previous: Some(previous @ Previous::Written { .. }) } = expected {
+        if let (Until::AllJudged, Expectation::Deallocated { previous: Some(previous @ Previous::Written { .. }) }) =
+            (until, expected)
+        {
             tally.kept += count_kept(run, first_lba, block_size, nsid, previous);
         }
         return;
@@ -326,6 +333,10 @@ fn judge_run(
                 next = wrong + kept;
                 continue;
             }
+        }
+        if until == Until::FirstWrong {
+            tally.wrong += 1;
+            return;
         }
         let block = run.get(wrong * block_bytes..(wrong + 1) * block_bytes).unwrap_or_default();
         tally.wrong(|| diagnose(block, lba_of(wrong)));
