@@ -136,6 +136,11 @@ pub struct RunArgs {
     /// or the host dies mid-campaign, `nvtest resume DIR/SUITE--CASE.nvtj` judges the cycle.
     #[arg(long, value_name = "DIR")]
     pub journal: Option<PathBuf>,
+    /// How this runner switches the drive's power, for the power-fail cases on a drive of
+    /// the Linux driver: power_off / power_on commands (a PDU, IPMI), or
+    /// `pci_remove_rescan: true`, the weaker fallback (no power is lost; verdicts say so).
+    #[arg(long, value_name = "FILE")]
+    pub rig: Option<PathBuf>,
     /// On a drive of the Linux driver (/dev/nvmeN): lets destructive cases run, once the
     /// drive is found unused (not needed for sim and QEMU, which are disposable).
     #[arg(long)]
@@ -407,6 +412,7 @@ fn run_suites(args: RunArgs) -> i32 {
         expect: args.expect.clone(),
         claims: args.claims.clone(),
         journal: args.journal.clone(),
+        rig: args.rig.clone(),
         seed: args.seed,
         repeat: args.repeat,
         timeout: args.timeout,
@@ -526,6 +532,7 @@ pub fn guest_request(args: &RunArgs, suites: &[LoadedSuite]) -> Result<guest::Gu
     };
     request.seed = args.seed;
     request.claims = args.claims.clone();
+    request.rig = args.rig.clone();
     request.safety = SafetyOptions {
         allow_destructive: args.allow_destructive,
         confirm_serial: args.confirm_serial.clone(),

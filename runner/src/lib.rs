@@ -35,6 +35,7 @@ pub mod identity;
 pub mod load;
 pub mod power;
 pub mod report;
+pub mod rig;
 pub mod rules;
 pub mod run;
 pub mod safety;

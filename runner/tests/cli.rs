@@ -187,6 +187,36 @@ fn an_endless_binary_or_directory_input_is_one_error_line() {
     }
 }
 
+/// `--rig` is read and checked before anything is opened: a bad rig is one line with
+/// FILE:LINE:COL; a rig for a target with a power switch of its own is a usage error.
+#[test]
+fn a_bad_rig_or_a_rig_for_a_simulated_drive_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "power_off: pdu off\npower_of: pdu on\n").unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(&good, "pci_remove_rescan: true\n").unwrap();
+    let (bad, good) = (bad.display().to_string(), good.display().to_string());
+    let cases: [(Vec<&str>, String); 3] = [
+        (vec!["--suite", "power-fail", "--rig", &bad, "/dev/nvme9"], format!("{bad}:2:1:")),
+        (
+            vec!["--suite", "power-fail", "--rig", &good, "sim"],
+            "--rig switches the power of a drive of the Linux".into(),
+        ),
+        (
+            vec!["--suite", "power-fail", "--rig", "/nonexistent/rig.yaml", "/dev/nvme9"],
+            "/nonexistent/rig.yaml: cannot read the rig".into(),
+        ),
+    ];
+    for (args, says) in cases {
+        let output = nvtest(&args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "nvtest {args:?}:\n{err}");
+        assert!(err.contains(&says), "nvtest {args:?} should say `{says}`:\n{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "nvtest {args:?}: one line:\n{err}");
+    }
+}
+
 #[test]
 fn usage_errors_exit_2() {
     for args in

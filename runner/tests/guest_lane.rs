@@ -7,7 +7,11 @@
 //!   nvtest's own driver runs the same QEMU device in process; the divergences that are
 //!   known are listed below with their cause, and each must really diverge;
 //! - the same for `trim`;
-//! - a guest that overruns its time is killed, with a clear error, and leaves no QEMU.
+//! - a guest that overruns its time is killed, with a clear error, and leaves no QEMU;
+//! - power-fail campaigns on the kernel target through a rig (`--rig`): the PCI
+//!   remove/rescan fallback, every verdict labelled as such (a campaign without findings
+//!   is a warning; the SMART-counter case is skipped), and lab-style commands run with
+//!   the drive in their environment, the controller found again by its serial.
 //!
 //! QEMU and the recipe's Debian packages must be available: where they are not, these
 //! tests fail with the reason, never skip. Guests run one at a time (two cores here).
@@ -356,4 +360,119 @@ fn the_command_line_runs_both_suites_in_the_guest_with_the_lanes_expected_findin
     let unexplained: Vec<_> = not_ok.iter().filter(|(c, _)| !nvtest_bugs.contains(&c.as_str())).collect();
     assert!(unexplained.is_empty(), "not ok and not expected: {unexplained:?}");
     assert_eq!(status, if not_ok.is_empty() { 0 } else { 1 }, "{not_ok:?}");
+}
+
+/// A short power-fail suite for the guest (each power cycle re-enumerates 32 namespaces
+/// under TCG): cuts under load, normal shutdowns, and a case about SMART's counters.
+const RIG_SUITE: &str = "suite: pf-rig
+title: power cycles through a rig on a drive of the Linux driver
+spec: [NVMe 1.4 §6.4 Atomic Operations, NVMe 1.4 §7.6.2 Shutdown]
+destructive: true
+requires: [power_switch]
+cases:
+  - name: cut-under-load
+    title: power cuts under a write load with Flush and FUA
+    rule: \"NVMe 1.4 §6.8, §6.15, §6.4: what a power loss leaves\"
+    steps:
+      - use_namespaces: {count: 2, lbads: [512, 4096], blocks: 4096}
+      - power_fail:
+          cycles: 2
+          cut_within_ms: 300
+          smart_counters: false
+          jobs:
+            - {name: small, ns: 1, lba: 0, blocks: 1024, write: 97, flush: 3, fua: 10, sizes: [512, 4096], queue_depth: 8, duration_ms: 1000}
+            - {name: large, ns: 2, lba: 0, blocks: 1024, write: 97, flush: 3, fua: 10, sizes: [4096, 32768], queue_depth: 8, duration_ms: 1000}
+  - name: shutdown-then-power-off
+    title: normal shutdowns after a write load
+    rule: \"NVMe 1.4 §7.6.2: nothing completed is lost after a normal shutdown\"
+    steps:
+      - use_namespaces: {count: 1, lbads: [512], blocks: 4096}
+      - power_fail:
+          cycles: 1
+          cut_within_ms: 20
+          shutdown: true
+          smart_counters: false
+          jobs:
+            - {name: writes, ns: 1, lba: 0, blocks: 1024, write: 100, sizes: [512, 4096], queue_depth: 8, commands: 300}
+  - name: counters
+    title: SMART counts the power cut
+    rule: \"NVMe 1.4 §5.14.1.2: Power Cycles and Unsafe Shutdowns\"
+    steps:
+      - use_namespaces: {count: 1, lbads: [512], blocks: 4096}
+      - power_fail:
+          cycles: 1
+          cut_within_ms: 20
+          jobs:
+            - {name: writes, ns: 1, lba: 0, blocks: 1024, write: 100, sizes: [512], queue_depth: 8, duration_ms: 500}
+";
+
+/// Runs [`RIG_SUITE`] in the guest on ns32 with the rig `rig` (YAML), the cases whose
+/// names contain one of `filters` (all when empty); the verdicts and the guest's console.
+fn rig_run(rig: &str, filters: &[&str]) -> (GuestOutcome, BTreeMap<String, (Kind, String)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (suite, rig_file) = (dir.path().join("pf-rig.yaml"), dir.path().join("rig.yaml"));
+    std::fs::write(&suite, RIG_SUITE).unwrap();
+    std::fs::write(&rig_file, rig).unwrap();
+    load_file(&suite, None).unwrap_or_else(|e| panic!("{}", e.render()));
+    let target = TopologyRef::Builtin("ns32".into());
+    let mut request = GuestRequest::new(&target, vec![suite]).unwrap();
+    request.echo = false;
+    request.rig = Some(rig_file);
+    request.filters = filters.iter().map(|f| f.to_string()).collect();
+    let outcome = guest::execute(&request).unwrap_or_else(|e| panic!("the guest lane failed: {e}"));
+    let console = outcome.console.join("\n");
+    let Some(xml) = &outcome.junit else { panic!("no JUnit from the guest; its console:\n{console}") };
+    println!("{console}");
+    (outcome.clone(), junit_verdicts(xml))
+}
+
+#[test]
+fn power_fail_by_the_rigs_pci_remove_rescan_is_judged_and_labelled_in_every_verdict() {
+    let _one = lock();
+    let (outcome, verdicts) = rig_run("pci_remove_rescan: true\n", &[]);
+    let console = outcome.console.join("\n");
+    for case in ["pf-rig::cut-under-load", "pf-rig::shutdown-then-power-off"] {
+        let (kind, message) = verdicts.get(case).unwrap_or_else(|| panic!("{case} not run:\n{console}"));
+        assert_eq!(*kind, Kind::Warning, "{case}: {message}\n{console}");
+        // The warning's text, as the console lists it: what was not proven.
+        let at = outcome.console.iter().position(|l| l.trim() == case).unwrap_or_else(|| panic!("{console}"));
+        let said = outcome.console[at..].iter().take(5).cloned().collect::<Vec<_>>().join("\n");
+        assert!(said.contains("by PCI remove/rescan") && said.contains("no power was lost"), "{said}");
+        assert!(said.contains("blocks judged, each held what it had to"), "{said}");
+    }
+    let (kind, _) = &verdicts["pf-rig::counters"];
+    let Kind::Skipped(why) = kind else { panic!("the counters case: {kind:?}\n{console}") };
+    assert!(why.contains("PCI remove/rescan loses no power"), "{why}");
+    assert_eq!(outcome.exit_status, 0, "warnings and skips are not failures:\n{console}");
+}
+
+#[test]
+fn power_fail_by_a_rigs_commands_finds_the_controller_again_by_its_serial() {
+    let _one = lock();
+    // What a lab's commands do, done here by the guest's sysfs: the function goes (and
+    // stops answering) at power_off; nvtest rescans the bus after power_on. The commands
+    // see the drive in their environment; one that fails would end the case as an error.
+    let rig = "power_off: 'test -n \"$NVTEST_SERIAL\" && echo 1 > /sys/bus/pci/devices/$NVTEST_PCI_ADDRESS/remove'\n\
+               power_on: 'test \"$NVTEST_CONTROLLER\" != \"\"'\n\
+               settle: 100 ms\n\
+               come_back_within: 60 s\n";
+    let (outcome, verdicts) = rig_run(rig, &["pf-rig::cut-under-load"]);
+    let console = outcome.console.join("\n");
+    let (kind, message) = verdicts.get("pf-rig::cut-under-load").unwrap_or_else(|| panic!("not run:\n{console}"));
+    assert_eq!(*kind, Kind::Pass, "{message}\n{console}");
+    assert_eq!(outcome.exit_status, 0, "{console}");
+}
+
+#[test]
+fn a_rig_whose_power_off_leaves_the_drive_powered_is_an_error_not_a_verdict() {
+    let _one = lock();
+    // `true` cuts nothing: the function still answers configuration reads, so nothing is
+    // judged of the cycle and the case is nvtest's (the rig's) error, not the drive's.
+    let (outcome, verdicts) =
+        rig_run("power_off: 'true'\npower_on: 'true'\ncome_back_within: 2 s\n", &["pf-rig::cut-under-load"]);
+    let console = outcome.console.join("\n");
+    let (kind, message) = verdicts.get("pf-rig::cut-under-load").unwrap_or_else(|| panic!("not run:\n{console}"));
+    assert_eq!(*kind, Kind::Error, "{message}\n{console}");
+    assert!(message.contains("still answers configuration reads") && message.contains("kept its power"), "{message}");
+    assert_eq!(outcome.exit_status, 1, "{console}");
 }

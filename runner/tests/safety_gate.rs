@@ -467,7 +467,7 @@ fn a_loop_device_set_up_mid_run_stops_the_destructive_cases_of_the_next_suite() 
     let first = [case("namespaces", "create", true), case("namespaces", "delete", true)];
     let refs: Vec<&ExpandedCase> = first.iter().collect();
     let guard = gate(&t.host(), &t.node("nvme0"), &refs, &allowed()).unwrap();
-    let mut runner = Rechecked::new(Counting(Vec::new()), guard);
+    let mut runner = Rechecked::new(Counting(Vec::new()), guard.map(|g| std::sync::Arc::new(std::sync::Mutex::new(g))));
     assert_eq!(runner.run_case(&first[0], 0).verdict, Verdict::Pass);
     // Set up while the first suite runs: seen before the next suite, not mid-suite.
     let backing = t.node("nvme0n1");

@@ -115,8 +115,9 @@ pub struct Controller {
 /// What a power-on took, on the target's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PowerOn {
-    /// From the CC.EN write to CSTS.RDY: what CAP.TO bounds (Figure 79).
-    pub ready_ns: u64,
+    /// From the CC.EN write to CSTS.RDY: what CAP.TO bounds (Figure 79). `None` where
+    /// nvtest does not enable the controller (the kernel's driver does, on a kernel target).
+    pub ready_ns: Option<u64>,
     /// From power-on to the controller brought up (CSTS.RDY, I/O queues created).
     pub since_power_on_ns: u64,
     /// The switch used.
@@ -129,6 +130,9 @@ pub struct Shutdown {
     /// From the CC.SHN write to CSTS.SHST = 10b (shutdown processing complete), or why
     /// it was not seen within CAP.TO (at least 1 s).
     pub complete: Result<u64, String>,
+    /// Why CSTS.SHST could not be watched, when it could not (the kernel's driver shut the
+    /// controller down): `complete` is then the time the driver took, not a verdict.
+    pub unseen: Option<String>,
 }
 
 impl Controller {
@@ -615,7 +619,7 @@ impl Controller {
             Err(e) => return Err(e),
         };
         self.power_off(seed)?;
-        Ok(Shutdown { complete })
+        Ok(Shutdown { complete, unseen: None })
     }
 
     /// Powers the drive on and brings the controller up again, waiting for CSTS.RDY up to
@@ -632,7 +636,11 @@ impl Controller {
         self.ready_grace = Duration::ZERO;
         result?;
         let ready_ns = self.last_ready_ns.unwrap_or(0);
-        Ok(PowerOn { ready_ns, since_power_on_ns: self.transport.now_ns().saturating_sub(on_at), method })
+        Ok(PowerOn {
+            ready_ns: Some(ready_ns),
+            since_power_on_ns: self.transport.now_ns().saturating_sub(on_at),
+            method,
+        })
     }
 
     /// Shuts the controller down and gives the transport back.

@@ -7,6 +7,8 @@
 //!   seam (the kernel, or a fake in tests).
 //! - [`loopdev`]: bound loop devices and what backs them (for the safety gate).
 //! - [`fake`]: fake `sys/`, `dev/`, `proc/` trees for tests.
+//! - [`rig`]: a hardware runner's power switch (lab commands, or PCI remove / rescan as
+//!   the weaker fallback) and finding the controller again after a power cycle.
 //! - [`uring`]: many commands in flight ([`crate::queued::QueuedIo`]) through io_uring
 //!   NVMe passthrough on the generic namespace devices; [`slots`] is its bookkeeping.
 //! - [`LinuxDevice`]: the [`Device`] the runner drives. Admin commands go to the
@@ -32,6 +34,7 @@
 pub mod fake;
 pub mod loopdev;
 pub mod passthru;
+pub mod rig;
 pub mod slots;
 pub mod sysfs;
 pub mod uring;
@@ -82,7 +85,17 @@ pub struct LinuxDevice {
     diagnostics: Vec<String>,
     /// Log identifiers already reported as read with RAE forced.
     rae_noted: BTreeSet<u8>,
+    /// The power switch of a hardware runner ([`LinuxDevice::set_rig`]) and the PCI
+    /// address of the controller's function.
+    rig: Option<(rig::Rig, String)>,
+    /// Called with the controller found again after each power-on, before nvtest sends it
+    /// anything but Identify (the safety gate takes its namespaces anew); an error ends
+    /// the power-on.
+    after_power_on: Option<AfterPowerOn>,
 }
+
+/// See [`LinuxDevice::set_rig`].
+pub type AfterPowerOn = Box<dyn FnMut(&ControllerInfo) -> Result<(), String>>;
 
 impl LinuxDevice {
     /// Opens `/dev/nvmeN` on this machine. The error is one line naming the problem and
@@ -131,6 +144,8 @@ impl LinuxDevice {
             version: Version::V1_0,
             diagnostics: Vec::new(),
             rae_noted: BTreeSet::new(),
+            rig: None,
+            after_power_on: None,
         };
         let mut id = IdentifyController::new_zeroed();
         let mut cmd = passthru_command(&identify(Cns::Controller, 0, 0), device.options.command_timeout_ms);
@@ -166,6 +181,16 @@ impl LinuxDevice {
 
     pub fn controller(&self) -> &ControllerInfo {
         &self.controller
+    }
+
+    /// Gives the device a power switch ([`rig`]); `after_power_on` runs with the controller
+    /// found again after each power-on. Fails when the controller is not a PCI function.
+    pub fn set_rig(&mut self, rig: rig::Rig, after_power_on: Option<AfterPowerOn>) -> Result<(), TargetError> {
+        let address = rig::pci_address(&self.controller)
+            .map_err(|message| TargetError::Other { path: self.controller.node.display().to_string(), message })?;
+        self.rig = Some((rig, address));
+        self.after_power_on = after_power_on;
+        Ok(())
     }
 
     /// The namespaces as the kernel showed them at the last discovery.
@@ -589,6 +614,22 @@ impl Device for LinuxDevice {
 
     fn take_diagnostics(&mut self) -> Vec<String> {
         std::mem::take(&mut self.diagnostics)
+    }
+
+    fn power_method(&mut self) -> Option<crate::transport::PowerMethod> {
+        self.rig.as_ref().map(|(r, _)| r.method())
+    }
+
+    fn power_off(&mut self, _seed: u64) -> Result<(), DeviceError> {
+        self.rig_power_off(false).map(|_| ())
+    }
+
+    fn shutdown_then_power_off(&mut self, _seed: u64) -> Result<crate::driver::Shutdown, DeviceError> {
+        self.rig_power_off(true)
+    }
+
+    fn power_on(&mut self, _grace: Duration) -> Result<crate::driver::PowerOn, DeviceError> {
+        self.rig_power_on()
     }
 
     /// Logical queues on an io_uring of NVMe passthrough commands ([`uring`]).

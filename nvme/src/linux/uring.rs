@@ -453,6 +453,14 @@ impl QueuedIo for UringQueues<'_> {
     fn close(mut self: Box<Self>) -> Result<(), DeviceError> {
         self.shut_down()
     }
+
+    /// The rig cuts the power with the commands in flight; the driver ends them when the
+    /// function goes, and their completions are reaped here, never reported (they came
+    /// after the cut).
+    fn power_cut(mut self: Box<Self>, seed: u64) -> Result<(), DeviceError> {
+        Device::power_off(&mut *self.device, seed)?;
+        self.shut_down()
+    }
 }
 
 impl Drop for UringQueues<'_> {

@@ -445,7 +445,7 @@ struct ProfileWithClaims {
 /// A quantity as written: a number (`4096`, `0`) or text with a unit (`4 KiB`,
 /// `120 us`, `500 MB/s`), read by [`nvme::input::parse_size`],
 /// [`parse_duration`] or [`parse_rate`].
-struct Quantity(String);
+pub(crate) struct Quantity(pub(crate) String);
 
 impl<'de> Deserialize<'de> for Quantity {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -181,7 +181,7 @@ fn system_err(outcome: &CaseOutcome) -> Option<String> {
             "EXPECTED FAILURE (a deviation this target is known for, counted as passed: {reason})\n{failure}\n"
         )),
         Verdict::Warning(failure) => Some(format!(
-            "WARNING (advisory case: the specification may not require this; counted as passed)\n{failure}\n"
+            "WARNING (counted as passed: an advisory case, where the specification may not require this, or a verdict that proves less than the case asks; the rule and expectation say which)\n{failure}\n"
         )),
         _ => None,
     }

@@ -101,6 +101,9 @@ pub struct RunOptions {
     pub claims: Option<PathBuf>,
     /// Where power-fail campaigns keep their journals (`--journal DIR`), for `nvtest resume`.
     pub journal: Option<PathBuf>,
+    /// How a hardware runner switches the drive's power (`--rig FILE`, drives of the Linux
+    /// driver only).
+    pub rig: Option<PathBuf>,
     /// TARGET was not given: the run tests nvtest's built-in simulated drive, and says so
     /// on the console and in every report.
     pub default_target: bool,
@@ -219,21 +222,21 @@ impl CaseRunner for Box<dyn CaseRunner> {
 /// drive in use, no destructive case is sent any more (each is an error saying why).
 pub struct Rechecked<R> {
     inner: R,
-    guard: Option<safety::Guard>,
+    guard: Option<safety::SharedGuard>,
     suite: Option<String>,
     stopped: Option<String>,
     /// Held for the run: no other nvtest run takes the drive meanwhile.
-    _lock: Option<safety::ControllerLock>,
+    _lock: Option<safety::SharedLock>,
 }
 
 impl<R> Rechecked<R> {
     /// `guard`: what the gate holds (`None` when no destructive case runs).
-    pub fn new(inner: R, guard: Option<safety::Guard>) -> Self {
+    pub fn new(inner: R, guard: Option<safety::SharedGuard>) -> Self {
         Rechecked { inner, guard, suite: None, stopped: None, _lock: None }
     }
 
     /// Holds the drive's lock ([`safety::lock_controller`]) as long as the runner lives.
-    pub fn holding(mut self, lock: safety::ControllerLock) -> Self {
+    pub fn holding(mut self, lock: safety::SharedLock) -> Self {
         self._lock = Some(lock);
         self
     }
@@ -248,8 +251,9 @@ impl<R: CaseRunner> CaseRunner for Rechecked<R> {
         if self.suite.as_deref() != Some(case.suite.as_str()) {
             // The first suite runs right after the gate's own check.
             let further = self.suite.replace(case.suite.clone()).is_some();
-            if let (true, None, Some(guard)) = (further, &self.stopped, self.guard.as_mut()) {
-                if let Err(lines) = guard.recheck() {
+            if let (true, None, Some(guard)) = (further, &self.stopped, self.guard.as_ref()) {
+                let checked = guard.lock().unwrap_or_else(|p| p.into_inner()).recheck();
+                if let Err(lines) = checked {
                     self.stopped = Some(format!(
                         "the safety gate's check before suite `{}` found the drive in use: {}",
                         case.suite,
@@ -573,6 +577,7 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
         None => None,
     };
     check_reports(options)?;
+    let rig = load_rig(options)?;
     let labels = labels(options);
     let several = labels.len() > 1;
     let mut openers: Vec<(String, Opener)> = Vec::new();
@@ -611,12 +616,14 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
             RunTarget::Kernel(path) => {
                 let cases = safety::destructive_cases(suites, &select, options.safety.preserve);
                 // Held until the run ends, and checked again between suites.
-                let guard = safety::gate(host, path, &cases, &options.safety)?;
-                let (host, path) = (host.clone(), path.clone());
+                let guard = safety::gate(host, path, &cases, &options.safety)?
+                    .map(|g| std::sync::Arc::new(std::sync::Mutex::new(g)));
+                let (host, path, rig) = (host.clone(), path.clone(), rig.clone());
                 Box::new(move || {
-                    let device = safety::open_linux_target(&host, &path)?;
+                    let lock = safety::SharedLock::default();
+                    let device = safety::open_linux_target(&host, &path, rig.as_ref(), guard.as_ref(), &lock)?;
                     // Before anything is sent: a drive another nvtest run holds is refused.
-                    let lock = safety::lock_controller(&path)?;
+                    *lock.lock().unwrap_or_else(|p| p.into_inner()) = Some(safety::lock_controller(&path)?);
                     let mut session = checked(Session::with_device(path.display().to_string(), device)?)?;
                     session.add_host_details(safety::pci_details(&host, &path));
                     let runner = Rechecked::new(session, guard).holding(lock);
@@ -630,6 +637,20 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
         openers.push((label.clone(), opener));
     }
     run_targets(suites, options, openers)
+}
+
+/// The rig file, read and checked before anything is opened; only drives of the Linux
+/// driver take one.
+fn load_rig(options: &RunOptions) -> Result<Option<nvme::linux::rig::Rig>, RunError> {
+    let Some(path) = &options.rig else { return Ok(None) };
+    if let Some(RunTarget::Spec(spec)) = options.targets.iter().find(|t| matches!(t, RunTarget::Spec(_))) {
+        return Err(RunError::Usage(format!(
+            "--rig switches the power of a drive of the Linux driver (/dev/nvmeN); `{}` has a power switch of its \
+             own",
+            spec.describe()
+        )));
+    }
+    crate::rig::load_rig(path).map(Some).map_err(|e| RunError::Target(e.to_string()))
 }
 
 /// The report paths can be written: checked before anything is opened.
@@ -985,7 +1006,7 @@ fn print_warnings(results: &RunResults, label: Option<&str>) {
         return;
     }
     let on = label.map(|l| format!(" on {l}")).unwrap_or_default();
-    say!("warnings{on} (advisory cases: the specification may not require this; counted as ok):");
+    say!("warnings{on} (counted as ok: advisory cases the specification may not require, or verdicts that prove less than asked):");
     for (case, failure) in warnings {
         say!("    {}::{}", case.suite, case.case);
         for line in failure.to_string().lines() {

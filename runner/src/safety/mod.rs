@@ -93,6 +93,9 @@ impl Claims {
     }
 }
 
+/// How long [`Guard::follow`] lets the old controller take to leave the kernel.
+const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A drive that passed the gate, held for the run: its exclusive opens, and what is
 /// needed to check it again.
 #[derive(Debug)]
@@ -112,6 +115,26 @@ impl Guard {
     /// `Err` with one line per finding when anything uses it. The exclusive opens are
     /// taken anew on the namespaces there are now (those of deleted namespaces are let
     /// go); while nvtest holds none of a namespace's, it has checked that nothing uses it.
+    /// The controller found again under `ctrl` after a power cycle (the kernel may give it
+    /// another name): the exclusive opens of the old namespaces are let go and the whole
+    /// check runs on the controller as it is now.
+    /// The old controller leaves the kernel once nothing holds it: its NVM subsystem
+    /// still lists it meanwhile, so the check is retried for a while ([`FOLLOW_WAIT`])
+    /// before what it finds counts (a mount of an old namespace would hold it for good).
+    pub fn follow(&mut self, ctrl: &ControllerInfo) -> Result<(), Vec<String>> {
+        self.claims = Claims::default();
+        self.ctrl = ctrl.clone();
+        let deadline = std::time::Instant::now() + FOLLOW_WAIT;
+        loop {
+            match self.recheck() {
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(200))
+                }
+                result => return result,
+            }
+        }
+    }
+
     pub fn recheck(&mut self) -> Result<(), Vec<String>> {
         let members = inventory(&self.host, &self.ctrl).map_err(|e| {
             vec![format!(
@@ -257,11 +280,47 @@ pub fn confirm_identity(identity: &DeviceIdentity, options: &SafetyOptions, dest
     ))
 }
 
-/// Opens a controller of the Linux NVMe driver as a device; the error is one line.
-pub fn open_linux_target(host: &Host, path: &Path) -> Result<Box<dyn Device>, String> {
-    LinuxDevice::open_on(host.clone(), path, Options::default())
-        .map(|d| Box::new(d) as Box<dyn Device>)
-        .map_err(|e| e.to_string())
+/// The gate's hold on a drive, shared by the runner (which checks it again between
+/// suites) and the device (which hands it the controller found again after each power
+/// cycle of a rig).
+pub type SharedGuard = std::sync::Arc<std::sync::Mutex<Guard>>;
+
+/// The run's lock on the drive ([`lock_controller`]), shared with the device, which takes
+/// it anew on the controller found again after a power cycle.
+pub type SharedLock = std::sync::Arc<std::sync::Mutex<Option<ControllerLock>>>;
+
+/// Opens a controller of the Linux NVMe driver as a device, with the rig's power switch
+/// when one is given. After each power cycle the controller may come back under another
+/// name: the run's lock on the old one is let go (it holds the old controller's device,
+/// which keeps it in the kernel), the gate checks and holds the new one, and the lock is
+/// taken on it. The error is one line.
+pub fn open_linux_target(
+    host: &Host,
+    path: &Path,
+    rig: Option<&nvme::linux::rig::Rig>,
+    guard: Option<&SharedGuard>,
+    lock: &SharedLock,
+) -> Result<Box<dyn Device>, String> {
+    let mut device = LinuxDevice::open_on(host.clone(), path, Options::default()).map_err(|e| e.to_string())?;
+    if let Some(rig) = rig {
+        let (guard, lock) = (guard.cloned(), lock.clone());
+        let hook = Box::new(move |ctrl: &ControllerInfo| {
+            let mut held = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let had_lock = held.take().is_some();
+            if let Some(guard) = &guard {
+                let mut guard = guard.lock().unwrap_or_else(|p| p.into_inner());
+                guard.follow(ctrl).map_err(|lines| {
+                    format!("the safety gate found {} in use: {}", ctrl.node.display(), lines.join("; "))
+                })?;
+            }
+            if had_lock {
+                *held = Some(lock_controller(&ctrl.node)?);
+            }
+            Ok(())
+        }) as nvme::linux::AfterPowerOn;
+        device.set_rig(rig.clone(), Some(hook)).map_err(|e| e.to_string())?;
+    }
+    Ok(Box::new(device))
 }
 
 /// Opens every namespace block device O_EXCL (read-only). The kernel refuses while a

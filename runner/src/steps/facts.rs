@@ -15,7 +15,7 @@ use crate::suite::model::Requirement;
 
 /// Why a power-fail case cannot run on a target without a power switch.
 pub const NO_POWER_SWITCH: &str = "the target has no power switch (looked at the target's power capability: the \
-     simulated drive and QEMU have one; a drive behind the kernel's driver has none nvtest can use)";
+     simulated drive and QEMU have one; a drive behind the kernel's driver has one when a rig is given, --rig FILE)";
 
 /// Facts about the controller under test, read once when the session opens.
 #[derive(Clone, Debug)]

@@ -228,6 +228,9 @@ pub struct GuestRequest {
     /// citations name the file in the guest, `/run/nvtest/claims-NAME`, at the same
     /// line and column as the host's file).
     pub claims: Option<PathBuf>,
+    /// `--rig`: checked on the host, then handed to the guest's nvtest (its commands run
+    /// in the guest, on the guest's view of the drive).
+    pub rig: Option<PathBuf>,
     pub safety: SafetyOptions,
     /// Where the JUnit report goes on the host.
     pub junit: Option<PathBuf>,
@@ -257,6 +260,7 @@ impl GuestRequest {
             skip: Vec::new(),
             expect: None,
             claims: None,
+            rig: None,
             safety: SafetyOptions::default(),
             junit: None,
             json: None,
@@ -495,6 +499,14 @@ fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "claims.yaml".into());
         let rel = format!("claims-{name}");
         args.extend(["--claims".to_string(), format!("{GUEST_DIR}/{rel}")]);
+        files.push((rel, text));
+    }
+    if let Some(path) = &request.rig {
+        crate::rig::load_rig(path).map_err(|e| error(e.to_string()))?;
+        let text = std::fs::read(path).map_err(|e| error(format!("{}: cannot read the rig: {e}", path.display())))?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "rig.yaml".into());
+        let rel = format!("rig-{name}");
+        args.extend(["--rig".to_string(), format!("{GUEST_DIR}/{rel}")]);
         files.push((rel, text));
     }
     let safety = &request.safety;
