@@ -92,16 +92,20 @@ pub fn run_command(which: &str, command: &str, ctrl: &ControllerInfo, address: &
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("the rig's {which} `{command}` could not start: {e}"))?;
+    // Read as it comes, so a talkative command never blocks on a full pipe.
+    let stderr = child.stderr.take().map(|mut err| {
+        std::thread::spawn(move || {
+            let mut said = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut said);
+            said
+        })
+    });
     let started = Instant::now();
     loop {
         match child.try_wait() {
             Ok(Some(status)) if status.success() => return Ok(()),
             Ok(Some(status)) => {
-                let mut said = String::new();
-                if let Some(mut err) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = err.read_to_string(&mut said);
-                }
+                let said = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
                 let said = said.lines().last().unwrap_or_default().trim().to_string();
                 return Err(format!(
                     "the rig's {which} `{command}` failed ({status}){}",
@@ -297,7 +301,12 @@ impl super::LinuxDevice {
         self.backend = Box::new(super::Kernel::new(host.clone(), file));
         self.controller = controller;
         self.rig = Some((rig.clone(), pci_address(&self.controller).unwrap_or(address)));
-        crate::device::Device::namespaces_changed(self)?;
+        // Namespace devices that do not appear are the kernel's or the host's doing, never
+        // a ready-time verdict on the drive.
+        crate::device::Device::namespaces_changed(self).map_err(|e| match e {
+            crate::device::DeviceError::Driver(m) => rig_error(format!("after the power cycle: {m}")),
+            e => e,
+        })?;
         if let Some(hook) = self.after_power_on.as_mut() {
             hook(&self.controller).map_err(|e| rig_error(format!("after the power cycle: {e}")))?;
         }
