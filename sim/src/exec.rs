@@ -92,6 +92,9 @@ pub trait DataPointer {
 pub struct ControllerContext {
     /// CNTLID of this controller.
     pub cntlid: u16,
+    /// The subsystem's clock when the command started ([`crate::service::SimClock`]):
+    /// what background operations (a sanitize) are measured against.
+    pub now_ns: u64,
     /// Events raised for this controller, taken by the engine for outstanding AERs.
     pub events: Vec<AsyncEvent>,
     /// Number of I/O Submission / Completion Queues allocated (Set Features 07h), 0's

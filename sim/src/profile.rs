@@ -20,6 +20,7 @@
 //! arbitration: weighted_round_robin   # round_robin (default) | weighted_round_robin: CAP.AMS bit 0
 //! service: {slots: 256, dies: 128, read_us: 15, …}   # how long commands take: crate::service
 //! power: {loss_protection: false, awupf: 7, ready_ms: {clean: 800, dirty: 2400, per_tib: 150}}   # crate::subsystem::power
+//! erase: {encryption: true, format: {crypto_erase: true}, sanitize: {block_erase: true, …}}   # crate::subsystem::erase
 //! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, format_nvm, namespace_management]
 //! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]   # also ms: 8, extended: true
 //! quirks: []
@@ -27,6 +28,7 @@
 
 use crate::controller::ControllerConfig;
 use crate::service::ServiceModel;
+use crate::subsystem::erase::EraseModel;
 use crate::subsystem::power::PowerModel;
 use nvme::spec::identify::DeallocatedRead;
 use nvme::spec::Version;
@@ -78,6 +80,8 @@ pub struct Profile {
     /// What a power loss takes and how long the drive takes to come back
     /// ([`crate::subsystem::power`]); defaults when the profile has no `power:` section.
     pub power: PowerModel,
+    /// Encryption, FNA and Sanitize ([`crate::subsystem::erase`]).
+    pub erase: EraseModel,
     pub optional_commands: Vec<OptionalCommand>,
     /// The namespaces present when the drive is first powered, NSIDs 1, 2, … in order.
     pub namespaces: Vec<InitialNamespace>,
@@ -249,6 +253,7 @@ struct ProfileFile {
     service: Option<Spanned<ServiceModel>>,
     #[serde(default)]
     power: PowerModel,
+    erase: Option<Spanned<EraseModel>>,
     #[serde(default)]
     optional_commands: Vec<OptionalCommand>,
     namespaces: Option<Spanned<Vec<Spanned<InitialNamespace>>>>,
@@ -586,6 +591,15 @@ impl ProfileFile {
             namespaces.push(n);
         }
 
+        let erase = match self.erase {
+            None => EraseModel::default(),
+            Some(e) => {
+                if let Some(problem) = e.value.problem(version >= nvme::spec::Version::V1_3) {
+                    return invalid(origin, &e.referenced, format!("erase: {problem}"));
+                }
+                e.value
+            }
+        };
         let mut quirks = self.quirks;
         quirks.dedup();
         Ok(Profile {
@@ -601,6 +615,7 @@ impl ProfileFile {
             arbitration: self.arbitration,
             service: self.service.map(|s| s.value),
             power: self.power,
+            erase,
             optional_commands,
             namespaces,
             quirks,

@@ -82,6 +82,10 @@ impl Status {
     pub const INVALID_NAMESPACE_OR_FORMAT: Status = generic(0x0B);
     pub const COMMAND_SEQUENCE_ERROR: Status = generic(0x0C);
     pub const PRP_OFFSET_INVALID: Status = generic(0x13);
+    /// 1Ch: the most recent sanitize operation failed and no recovery action has completed (1.3).
+    pub const SANITIZE_FAILED: Status = generic(0x1C);
+    /// 1Dh: the command is prohibited while a sanitize operation is in progress (1.3).
+    pub const SANITIZE_IN_PROGRESS: Status = generic(0x1D);
     // Generic Command Status, NVM Command Set values (80h–BFh)
     pub const LBA_OUT_OF_RANGE: Status = generic(0x80);
     pub const CAPACITY_EXCEEDED: Status = generic(0x81);

@@ -362,6 +362,7 @@ impl Controller {
             }
         }
         let data = PrpPointer::new(dma, cmd.prp1, cmd.prp2, self.page_size);
+        self.ctx.now_ns = self.clock.now();
         let done = {
             // A command set that panicked mid-command is still the best state we have.
             let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -11,9 +11,9 @@ use super::{Quirk, Subsystem, NSID_ALL};
 use crate::exec::{DataPointer, Done};
 use crate::profile::OptionalCommand;
 use nvme::spec::identify::{
-    ascii_padded, encode_descriptor_list, Cns, ControllerList, Dlfeat, Flbas, FlushBroadcast, Fna, Fpi, Frmw,
-    IdentifyCdw10, IdentifyController, IdentifyNamespace, LbaFormat, Lpa, Mc, NamespaceList, NsDescriptor, Oacs, Oaes,
-    Oncs, PowerStateDescriptor, Vwc,
+    ascii_padded, encode_descriptor_list, Cns, ControllerList, Dlfeat, Flbas, FlushBroadcast, Fpi, Frmw, IdentifyCdw10,
+    IdentifyController, IdentifyNamespace, LbaFormat, Lpa, Mc, NamespaceList, NsDescriptor, Oacs, Oaes, Oncs,
+    PowerStateDescriptor, Vwc,
 };
 use nvme::spec::{Status, Version};
 use zerocopy::little_endian::U128;
@@ -114,8 +114,10 @@ impl Subsystem {
             .with_dataset_management(self.supports(OptionalCommand::DatasetManagement))
             .with_write_zeroes(self.supports(OptionalCommand::WriteZeroes))
             .with_save_select(true);
-        // Formats and erases apply per namespace; no cryptographic erase.
-        id.fna = Fna::new();
+        // FNA and SANICAP as the profile's erase section says (SANICAP: 1.3 and later;
+        // the profile refuses a sanitize section on an older version).
+        id.fna = p.erase.fna();
+        id.sanicap = p.erase.sanicap();
         id.vwc = Vwc::new().with_present(p.controller.volatile_write_cache).with_flush_broadcast(if v14 {
             FlushBroadcast::Supported
         } else {

@@ -129,6 +129,9 @@ impl Subsystem {
                 ChangedNamespaceList::from_ids(&ids).as_bytes().to_vec()
             }
             Some(LogPageId::CommandsSupportedAndEffects) => self.commands_supported_and_effects().as_bytes().to_vec(),
+            Some(LogPageId::SanitizeStatus) if self.profile.erase.sanitize.is_some() => {
+                self.sanitize_status_log(self.now_ns).as_bytes().to_vec()
+            }
             _ => return Done::err(Status::INVALID_LOG_PAGE),
         };
         // The offset is in bytes and dword aligned (§5.14: LPOL bits 1:0 are 0); one
@@ -206,6 +209,10 @@ impl Subsystem {
         if self.supports(OptionalCommand::FormatNvm) {
             let format = changes_content.with_ncc(true).with_cse(CommandSubmission::ExclusiveToNamespace);
             admin.push((AdminOpcode::FormatNvm, format));
+        }
+        if self.profile.erase.sanitize.is_some() {
+            let sanitize = changes_content.with_ncc(true).with_cse(CommandSubmission::ExclusiveToController);
+            admin.push((AdminOpcode::Sanitize, sanitize));
         }
         for (op, effects) in admin {
             log.acs[op as usize] = effects;

@@ -267,8 +267,10 @@ impl Subsystem {
 
     /// Format NVM (§5.23): the namespace (or, for FFFFFFFFh, every attached namespace)
     /// takes the LBA format and metadata setting asked for, keeps its capacity in bytes,
-    /// and every block is deallocated. Secure Erase Settings: none and User Data Erase;
-    /// Cryptographic Erase is not supported (FNA bit 2 clear).
+    /// and every block is deallocated. Secure Erase Settings: none, User Data Erase, and
+    /// Cryptographic Erase when FNA bit 2 is set (the namespace's key is replaced). FNA
+    /// bit 0 widens the format to every namespace; bit 1 widens a secure erase to every
+    /// namespace (which keep their formats).
     pub(super) fn format_nvm(&mut self, ctx: &mut ControllerContext, cmd: &Command) -> Done {
         match self.format_namespaces(ctx, cmd) {
             Ok(()) => Done::ok(),
@@ -278,12 +280,15 @@ impl Subsystem {
 
     fn format_namespaces(&mut self, ctx: &mut ControllerContext, cmd: &Command) -> Result<(), Status> {
         let settings = FormatNvm::from_command(cmd);
+        let fna = self.profile.erase.fna();
         let targets = if cmd.nsid == NSID_ALL {
             self.active_nsids()
-        } else if self.is_active(cmd.nsid) {
-            vec![cmd.nsid]
-        } else {
+        } else if !self.is_active(cmd.nsid) {
             return Err(Status::INVALID_NAMESPACE_OR_FORMAT);
+        } else if fna.format_all_namespaces() {
+            self.allocated_nsids()
+        } else {
+            vec![cmd.nsid]
         };
         let nlbaf = self.profile.lba_formats.len() as u8 - 1;
         if settings.lbaf() > nlbaf {
@@ -301,8 +306,10 @@ impl Subsystem {
         if settings.pi() != 0 {
             return Err(Status::INVALID_FORMAT);
         }
-        match settings.ses() {
+        let ses = settings.ses();
+        match ses {
             SecureErase::None | SecureErase::UserData => {}
+            SecureErase::Cryptographic if fna.crypto_erase() => {}
             SecureErase::Cryptographic | SecureErase::Reserved(_) => return Err(Status::INVALID_FIELD),
         }
         if self.quirks.has(Quirk::FormatIgnored) {
@@ -318,21 +325,47 @@ impl Subsystem {
                 return Err(Status::INVALID_FORMAT);
             }
         }
+        let crypto = ses == SecureErase::Cryptographic;
+        if crypto && self.quirks.has(Quirk::CryptoEraseLeavesPlaintext) {
+            // Quirk: success, the key kept and nothing erased (§5.23 SES 010b broken).
+            return Ok(());
+        }
+        // The namespaces a secure erase reaches beyond the formatted ones.
+        let erase_all = fna.secure_erase_all_namespaces() || self.quirks.has(Quirk::SecureEraseBeyondScope);
+        let erased_too: Vec<u32> = if ses != SecureErase::None && erase_all {
+            // Quirk `secure-erase-beyond-scope`: all namespaces although FNA bit 1 is clear (Figure 247 broken).
+            self.allocated_nsids().into_iter().filter(|n| !targets.contains(n)).collect()
+        } else {
+            Vec::new()
+        };
         let keep_data = self.quirks.has(Quirk::FormatKeepsData);
         for nsid in targets {
+            let key = if crypto { self.new_key() } else { None };
             let Some(ns) = self.namespace_mut(nsid) else { continue };
             let bytes = ns.capacity_bytes();
             let nsze = (bytes / format.data_size as u128) as u64;
             let changed = ns.format != format || ns.nsze != nsze;
-            if !changed && keep_data {
+            if !changed && keep_data && ses == SecureErase::None {
                 // Quirk: nothing happens, the data stays (§5.23 broken).
                 continue;
+            }
+            if let Some(key) = key {
+                ns.crypto_erase(key);
             }
             ns.reformat(format, nsze, stride, fill);
             self.power.writeback.forget(nsid);
             if changed {
                 self.namespace_changed(&mut ctx.events, nsid);
             }
+        }
+        for nsid in erased_too {
+            let key = if crypto { self.new_key() } else { None };
+            let Some(ns) = self.namespace_mut(nsid) else { continue };
+            if let Some(key) = key {
+                ns.crypto_erase(key);
+            }
+            ns.erase();
+            self.power.writeback.forget(nsid);
         }
         Ok(())
     }

@@ -11,9 +11,16 @@
 //! kernel's zeroing per 4 KiB on its first write (about half of the simulated drive's
 //! time under a sequential write, `cargo bench -p nvtest --bench engine -- qos`); a
 //! recycled chunk is set to the fill byte, or not at all when the write covers it whole.
+//!
+//! A media may be encrypted ([`Crypt`]): stored chunks then hold ciphertext, a write
+//! encrypts the data units it touches (decrypting first those it covers only in part)
+//! and a read decrypts into a buffer of its own. A chunk never written still reads as
+//! the fill byte without a cipher in the way (the drive's map has no block there).
 
 use std::convert::Infallible;
 use std::sync::Mutex;
+
+use super::crypt::{Crypt, Key};
 
 /// Bytes per chunk.
 pub const CHUNK: usize = 64 * 1024;
@@ -73,6 +80,10 @@ pub struct Media {
     chunks: Vec<Option<Box<[u8]>>>,
     size: u64,
     fill: u8,
+    crypt: Option<Crypt>,
+    /// What a chunk never stored reads as instead of the fill byte, after
+    /// [`Media::overwrite`]: a 4-byte pattern repeated from media offset 0.
+    background: Option<[u8; 4]>,
 }
 
 impl Media {
@@ -81,16 +92,46 @@ impl Media {
         let count = size.div_ceil(CHUNK as u64) as usize;
         let mut chunks = Vec::new();
         chunks.resize_with(count, || None);
-        Media { chunks, size, fill }
+        Media { chunks, size, fill, crypt: None, background: None }
     }
 
-    /// Takes `old`'s stored chunks where they fall inside this media (quirk
-    /// `create-keeps-old-media`).
+    /// [`Media::new`], its data stored encrypted under `key` in units of `unit` bytes.
+    pub fn encrypted(size: u64, fill: u8, key: Key, unit: usize) -> Media {
+        let mut media = Media::new(size, fill);
+        media.crypt = Some(Crypt::new(key, unit));
+        media
+    }
+
+    /// The key the data is encrypted under, if it is.
+    pub fn key(&self) -> Option<Key> {
+        self.crypt.as_ref().map(Crypt::key)
+    }
+
+    /// Replaces the key (a cryptographic erase): every stored chunk stays, and from now
+    /// on decrypts to noise. Chunks never written still read as the fill byte.
+    pub fn rekey(&mut self, key: Key) {
+        if let Some(unit) = self.crypt.as_ref().map(Crypt::unit) {
+            self.crypt = Some(Crypt::new(key, unit));
+        }
+    }
+
+    /// Every byte reads as `pattern` repeated (byte `i` of the media as `pattern[i % 4]`):
+    /// the stored chunks are dropped and the pattern becomes what unstored chunks read as.
+    pub fn overwrite(&mut self, pattern: [u8; 4]) {
+        recycle(self.chunks.iter_mut().filter_map(Option::take));
+        self.background = Some(pattern);
+    }
+
+    /// Takes `old`'s stored chunks where they fall inside this media, and its key (quirk
+    /// `create-keeps-old-media`: the old bytes show through).
     pub fn inherit(&mut self, mut old: Media) {
         for (mine, theirs) in self.chunks.iter_mut().zip(old.chunks.iter_mut()) {
             if theirs.is_some() {
                 *mine = theirs.take();
             }
+        }
+        if let (Some(mine), Some(theirs)) = (self.crypt.as_mut(), old.crypt.take()) {
+            *mine = theirs;
         }
     }
 
@@ -123,10 +164,26 @@ impl Media {
         visit: &mut dyn FnMut(Run<'_>) -> Result<(), E>,
     ) -> Result<Result<(), E>, OutOfMedia> {
         self.check(offset, len)?;
+        let mut plain = Vec::new();
         for Piece { index, within, n, .. } in pieces(offset, len) {
-            let run = match self.chunks.get(index).and_then(|c| c.as_deref()) {
-                Some(chunk) => Run::Bytes(&chunk[within..within + n]),
-                None => Run::Fill(self.fill, n),
+            let run = match (self.chunks.get(index).and_then(|c| c.as_deref()), &self.crypt) {
+                (Some(chunk), None) => Run::Bytes(&chunk[within..within + n]),
+                (Some(chunk), Some(crypt)) => {
+                    let (lo, hi) = crypt.units_around(within, n, chunk.len());
+                    plain.clear();
+                    plain.extend_from_slice(&chunk[lo..hi]);
+                    crypt.decrypt(chunk_start(index) + lo as u64, &mut plain);
+                    Run::Bytes(&plain[within - lo..within - lo + n])
+                }
+                (None, _) => match self.background {
+                    None => Run::Fill(self.fill, n),
+                    Some(pattern) => {
+                        plain.clear();
+                        plain.resize(n, 0);
+                        repeat(&mut plain, pattern, chunk_start(index) + within as u64);
+                        Run::Bytes(&plain)
+                    }
+                },
             };
             if let Err(e) = visit(run) {
                 return Ok(Err(e));
@@ -169,21 +226,58 @@ impl Media {
     ) -> Result<Result<(), E>, OutOfMedia> {
         self.check(offset, len)?;
         for Piece { index, within, n, .. } in pieces(offset, len) {
-            let fill = self.fill;
-            let Some(slot) = self.chunks.get_mut(index) else {
+            if index >= self.chunks.len() {
                 return Err(OutOfMedia { offset, len, size: self.size });
-            };
-            let fresh = slot.is_none();
-            let chunk = slot.get_or_insert_with(|| new_chunk(fill, n == CHUNK));
-            if let Err(e) = fill_in(&mut chunk[within..within + n]) {
-                if fresh && n == CHUNK {
-                    // What the piece holds is unknown; never another media's old bytes.
-                    chunk.fill(fill);
-                }
+            }
+            if let Err(e) = self.write_piece(index, within, n, fill_in) {
                 return Ok(Err(e));
             }
         }
         Ok(Ok(()))
+    }
+
+    /// Hands bytes `within .. within + n` of chunk `index` (which exists) to `fill_in`,
+    /// encrypting the data units it touched afterwards when the media is encrypted.
+    fn write_piece<E>(
+        &mut self,
+        index: usize,
+        within: usize,
+        n: usize,
+        fill_in: &mut dyn FnMut(&mut [u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let fill = self.fill;
+        let slot = &mut self.chunks[index];
+        let fresh = slot.is_none();
+        let whole = n == CHUNK;
+        let chunk = slot.get_or_insert_with(|| new_chunk(fill, whole));
+        if let (true, false, Some(pattern)) = (fresh, whole, self.background) {
+            repeat(chunk, pattern, chunk_start(index));
+        }
+        let Some(crypt) = &self.crypt else {
+            let filled = fill_in(&mut chunk[within..within + n]);
+            if filled.is_err() && fresh && whole {
+                // What the piece holds is unknown; never another media's old bytes.
+                chunk.fill(fill);
+            }
+            return filled;
+        };
+        let at = chunk_start(index);
+        let (lo, hi) = crypt.units_around(within, n, chunk.len());
+        if fresh && !whole {
+            // The rest of the chunk reads as the fill byte: store it as ciphertext.
+            crypt.encrypt(at, chunk);
+        }
+        if lo < within || hi > within + n {
+            // Units covered in part keep their other bytes.
+            crypt.decrypt(at + lo as u64, &mut chunk[lo..hi]);
+        }
+        let filled = fill_in(&mut chunk[within..within + n]);
+        if filled.is_err() && fresh && whole {
+            *slot = None;
+            return filled;
+        }
+        crypt.encrypt(at + lo as u64, &mut chunk[lo..hi]);
+        filled
     }
 
     /// Stores `data` at `offset`.
@@ -209,13 +303,18 @@ impl Media {
             let whole = within == 0 && (n == CHUNK || at + n as u64 == self.size.min(chunk_end));
             let fill = self.fill;
             if let Some(slot) = self.chunks.get_mut(index) {
-                if byte == fill && (whole || slot.is_none()) {
+                if byte == fill && self.background.is_none() && (whole || slot.is_none()) {
                     if let Some(chunk) = slot.take() {
                         recycle(std::iter::once(chunk));
                     }
                 } else {
-                    let chunk = slot.get_or_insert_with(|| new_chunk(fill, false));
-                    chunk[within..within + n].fill(byte);
+                    let set: Result<(), Infallible> = self.write_piece(index, within, n, &mut |dst| {
+                        dst.fill(byte);
+                        Ok(())
+                    });
+                    if let Err(never) = set {
+                        match never {}
+                    }
                 }
             }
         }
@@ -227,6 +326,18 @@ impl Drop for Media {
     fn drop(&mut self) {
         recycle(self.chunks.drain(..).flatten());
     }
+}
+
+/// Sets `out` to `pattern` repeated as it lies from media offset `at`.
+fn repeat(out: &mut [u8], pattern: [u8; 4], at: u64) {
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = pattern[((at + i as u64) % 4) as usize];
+    }
+}
+
+/// The media offset chunk `index` starts at.
+fn chunk_start(index: usize) -> u64 {
+    index as u64 * CHUNK as u64
 }
 
 /// The part of one chunk a byte range covers: `n` bytes from byte `within` of chunk
@@ -288,6 +399,50 @@ mod tests {
         let mut b = [9u8; 4];
         m.read(98, &mut b).unwrap();
         assert_eq!(b, [7, 7, 0, 0]);
+    }
+
+    #[test]
+    fn encrypted_media_stores_ciphertext_and_reads_plaintext() {
+        let key = Key::derive(1, 0);
+        let mut m = Media::encrypted(4 * CHUNK as u64, 0, key, 4096);
+        let data: Vec<u8> = (0..CHUNK + 1000).map(|i| (i % 253) as u8).collect();
+        m.write(700, &data).unwrap();
+        let mut back = vec![0u8; data.len()];
+        m.read(700, &mut back).unwrap();
+        assert_eq!(back, data);
+        let mut head = [9u8; 700];
+        m.read(0, &mut head).unwrap();
+        assert_eq!(head, [0u8; 700], "bytes around a partial write still read as the fill byte");
+        let stored = m.chunks[0].as_deref().unwrap();
+        assert_ne!(&stored[700..1700], &data[..1000], "the chunk holds ciphertext");
+        m.fill(0, 4096, 0x33).unwrap();
+        let mut filled = [0u8; 4096];
+        m.read(0, &mut filled).unwrap();
+        assert_eq!(filled, [0x33; 4096]);
+        m.rekey(Key::derive(1, 1));
+        m.read(700, &mut back).unwrap();
+        assert_ne!(back, data, "under a new key the old data is gone");
+        let mut never = [1u8; 16];
+        m.read(3 * CHUNK as u64, &mut never).unwrap();
+        assert_eq!(never, [0u8; 16], "a chunk never written still reads as the fill byte");
+    }
+
+    #[test]
+    fn an_overwritten_media_reads_the_pattern_until_written() {
+        let mut m = Media::encrypted(2 * CHUNK as u64, 0, Key::derive(2, 0), 512);
+        m.write(0, &[7u8; 1024]).unwrap();
+        m.overwrite([1, 2, 3, 4]);
+        assert_eq!(m.resident_bytes(), 0);
+        let mut b = [0u8; 6];
+        m.read(2, &mut b).unwrap();
+        assert_eq!(b, [3, 4, 1, 2, 3, 4]);
+        m.write(CHUNK as u64 + 4, &[9u8; 4]).unwrap();
+        let mut c = [0u8; 12];
+        m.read(CHUNK as u64, &mut c).unwrap();
+        assert_eq!(c, [1, 2, 3, 4, 9, 9, 9, 9, 1, 2, 3, 4]);
+        m.fill(0, CHUNK as u64, 0).unwrap();
+        m.read(0, &mut b).unwrap();
+        assert_eq!(b, [0; 6], "deallocated blocks read as the fill byte again");
     }
 
     #[test]

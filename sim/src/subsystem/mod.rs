@@ -14,6 +14,8 @@
 //!   [`power_cycle`]: the commands, shutdown, power cut and power-on acting on it.
 //! - [`testing`]: a host-memory data pointer for tests without the queue engine.
 
+pub mod crypt;
+pub mod erase;
 pub mod features;
 pub mod identify;
 pub mod io;
@@ -24,6 +26,7 @@ pub mod namespace;
 pub mod power;
 pub mod power_cycle;
 pub mod quirk;
+pub mod sanitize;
 pub mod testing;
 
 pub use quirk::{Quirk, Quirks};
@@ -31,7 +34,7 @@ pub use quirk::{Quirk, Quirks};
 use crate::exec::{CommandSet, ControllerContext, DataPointer, Done};
 use crate::profile::{OptionalCommand, Profile};
 use namespace::{Format, Namespace};
-use nvme::spec::{AdminOpcode, Command, Status, Version};
+use nvme::spec::{AdminOpcode, Command, NvmOpcode, Status, Version};
 
 /// NSID FFFFFFFFh: the broadcast value ("all namespaces" / common capabilities).
 pub const NSID_ALL: u32 = 0xFFFF_FFFF;
@@ -91,6 +94,12 @@ pub struct Subsystem {
     stale: Vec<(u32, u64, Vec<u8>)>,
     health: Health,
     power: power_cycle::PowerState,
+    /// Media encryption keys made so far (each namespace and crypto erase takes a new one).
+    keys_made: u64,
+    /// The Sanitize operation and its status log ([`sanitize`]).
+    sanitize: sanitize::SanitizeState,
+    /// The clock when the command being run started ([`ControllerContext::now_ns`]).
+    now_ns: u64,
 }
 
 /// Why a subsystem could not be built from a profile.
@@ -137,6 +146,9 @@ impl Subsystem {
             stale: Vec::new(),
             health: Health { power_cycles: 1, ..Health::default() },
             power: power_cycle::PowerState::default(),
+            keys_made: 0,
+            sanitize: sanitize::SanitizeState::default(),
+            now_ns: 0,
         };
         let initial = sub.profile.namespaces.clone();
         for (i, ns) in initial.iter().enumerate() {
@@ -271,12 +283,22 @@ impl Subsystem {
         let format = self.resolve_format(format_index, extended);
         let (nguid, eui64) = self.unique_ids(self.next_uid);
         self.next_uid += 1;
-        let mut ns = Namespace::new(nsid, format, nsze, self.fill_byte(), nguid, eui64);
+        let key = self.new_key();
+        let mut ns = Namespace::new(nsid, format, nsze, self.fill_byte(), (nguid, eui64), key);
         let stride = self.lba_stride(format.data_size);
         if stride != ns.lba_stride {
             ns.set_stride(stride);
         }
         ns
+    }
+
+    /// A fresh media encryption key, when the drive encrypts (`erase.encryption`).
+    fn new_key(&mut self) -> Option<crypt::Key> {
+        if !self.profile.erase.encryption {
+            return None;
+        }
+        self.keys_made += 1;
+        Some(crypt::Key::derive(fnv1a(self.profile.identity.serial.as_bytes()), self.keys_made))
     }
 
     /// NGUID and EUI64 for the `uid`-th namespace created (§7.11 "Unique Identifier"):
@@ -318,6 +340,11 @@ impl Subsystem {
 
 impl CommandSet for Subsystem {
     fn admin(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
+        self.now_ns = ctx.now_ns;
+        self.sanitize_progress(ctx);
+        if let Some(refused) = self.sanitize_restriction(cmd, true) {
+            return self.record(cmd, Done::err(refused));
+        }
         let done = match AdminOpcode::from_u8(cmd.opcode) {
             Some(AdminOpcode::Identify) => self.identify(cmd, data),
             Some(AdminOpcode::GetLogPage) => self.get_log_page(cmd, data),
@@ -334,13 +361,23 @@ impl CommandSet for Subsystem {
                 self.namespace_attachment(ctx, cmd, data)
             }
             Some(AdminOpcode::FormatNvm) if self.supports(OptionalCommand::FormatNvm) => self.format_nvm(ctx, cmd),
+            Some(AdminOpcode::Sanitize) if self.profile.erase.sanitize.is_some() => self.sanitize(ctx, cmd),
             _ => Done::err(Status::INVALID_COMMAND_OPCODE),
         };
         self.record(cmd, done)
     }
 
     fn io(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
+        self.now_ns = ctx.now_ns;
+        self.sanitize_progress(ctx);
+        if let Some(refused) = self.sanitize_restriction(cmd, false) {
+            return self.record(cmd, Done::err(refused));
+        }
         let done = self.nvm_command(cmd, data);
+        let writes = [NvmOpcode::Write, NvmOpcode::WriteZeroes, NvmOpcode::WriteUncorrectable];
+        if done.status.is_success() && writes.iter().any(|op| *op as u8 == cmd.opcode) {
+            self.sanitize.data_written();
+        }
         ctx.change = self.power.pending.take();
         self.record(cmd, done)
     }

@@ -6,6 +6,7 @@
 //! spec makes visible: whether a block is allocated (NUSE), and which blocks Write
 //! Uncorrectable marked. It checks nothing the host sends; the command code does.
 
+use super::crypt::Key;
 use super::media::{Media, OutOfMedia};
 use std::collections::BTreeMap;
 
@@ -136,6 +137,8 @@ pub struct Namespace {
     /// Where LBA n starts on the media: byte n × this. The LBA data size, except under
     /// `Quirk::Format4096Addresses512` and `Quirk::Format512Addresses4096`.
     pub lba_stride: u64,
+    /// The key the data media is encrypted under (`None`: stored in plaintext).
+    key: Option<Key>,
     data: Media,
     metadata: Media,
     allocated: Bitmap,
@@ -144,8 +147,17 @@ pub struct Namespace {
 }
 
 impl Namespace {
-    /// A namespace whose blocks all read as `fill` (deallocated).
-    pub fn new(nsid: u32, format: Format, nsze: u64, fill: u8, nguid: [u8; 16], eui64: [u8; 8]) -> Namespace {
+    /// A namespace whose blocks all read as `fill` (deallocated), its data encrypted
+    /// under `key` when one is given.
+    pub fn new(
+        nsid: u32,
+        format: Format,
+        nsze: u64,
+        fill: u8,
+        ids: ([u8; 16], [u8; 8]),
+        key: Option<Key>,
+    ) -> Namespace {
+        let (nguid, eui64) = ids;
         Namespace {
             nsid,
             format,
@@ -154,7 +166,8 @@ impl Namespace {
             nguid,
             eui64,
             lba_stride: format.data_size as u64,
-            data: Media::new(nsze * format.data_size as u64, fill),
+            key,
+            data: data_media(nsze * format.data_size as u64, fill, key, format.data_size),
             metadata: Media::new(nsze * format.ms as u64, fill),
             allocated: Bitmap::new(nsze),
             uncorrectable: BTreeMap::new(),
@@ -166,7 +179,29 @@ impl Namespace {
     pub fn set_stride(&mut self, stride: u64) {
         self.lba_stride = stride;
         let size = self.layout().data_media_size(self.nsze);
-        self.data = Media::new(size, self.data.fill_byte());
+        self.data = data_media(size, self.data.fill_byte(), self.key, self.format.data_size);
+    }
+
+    /// The key the data is encrypted under, if it is.
+    pub fn key(&self) -> Option<Key> {
+        self.key
+    }
+
+    /// A cryptographic erase: the data stays on the media under a new key (so every
+    /// block written reads as noise) and the metadata, kept in plaintext, is set to `fill`.
+    pub fn crypto_erase(&mut self, key: Key) {
+        self.key = Some(key);
+        self.data.rekey(key);
+        let fill = self.metadata.fill_byte();
+        self.metadata = Media::new(self.metadata.size(), fill);
+    }
+
+    /// Every data and metadata byte, written or not, reads as the repeated `pattern`
+    /// (a sanitize overwrite, or a block erase's erased state); allocation is unchanged.
+    pub fn overwrite(&mut self, pattern: [u8; 4]) {
+        self.data.overwrite(pattern);
+        self.metadata.overwrite(pattern);
+        self.uncorrectable.clear();
     }
 
     /// Capacity in bytes this namespace takes from the subsystem (NVMCAP).
@@ -302,6 +337,7 @@ impl Namespace {
     /// Takes over `old`'s stored bytes where the two overlap (quirk
     /// `create-keeps-old-media`): blocks never written read as what `old` held there.
     pub fn inherit_media(&mut self, old: Namespace) {
+        self.key = old.key.or(self.key);
         self.data.inherit(old.data);
         self.metadata.inherit(old.metadata);
     }
@@ -317,10 +353,18 @@ impl Namespace {
         self.format = format;
         self.nsze = nsze;
         self.lba_stride = lba_stride;
-        self.data = Media::new(self.layout().data_media_size(nsze), fill);
+        self.data = data_media(self.layout().data_media_size(nsze), fill, self.key, format.data_size);
         self.metadata = Media::new(nsze * format.ms as u64, fill);
         self.allocated = Bitmap::new(nsze);
         self.uncorrectable.clear();
+    }
+}
+
+/// A data media of `size` bytes, encrypted under `key` in units of the LBA data size.
+fn data_media(size: u64, fill: u8, key: Option<Key>, data_size: u32) -> Media {
+    match key {
+        Some(key) => Media::encrypted(size, fill, key, data_size as usize),
+        None => Media::new(size, fill),
     }
 }
 
@@ -373,7 +417,7 @@ mod tests {
 
     fn ns(data_size: u32, ms: u16, extended: bool) -> Namespace {
         let format = Format { index: 0, data_size, ms, extended };
-        Namespace::new(1, format, 1024, 0, [0; 16], [0; 8])
+        Namespace::new(1, format, 1024, 0, ([0; 16], [0; 8]), None)
     }
 
     #[test]

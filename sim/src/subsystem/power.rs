@@ -284,7 +284,7 @@ mod tests {
 
     fn namespace() -> Namespace {
         let format = Format { index: 0, data_size: 512, ms: 0, extended: false };
-        Namespace::new(1, format, 64, 0, [0; 16], [0; 8])
+        Namespace::new(1, format, 64, 0, ([0; 16], [0; 8]), None)
     }
 
     fn write(ns: &mut Namespace, log: &mut WriteBack, slba: u64, nlb: u64, byte: u8, durable: bool) -> u64 {

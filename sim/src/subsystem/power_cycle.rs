@@ -93,6 +93,7 @@ impl Subsystem {
         }
         self.power.off = true;
         self.power.pending = None;
+        self.sanitize_power_cut();
         // Quirk `atomic-write-torn`: writes within AWUPF tear like larger ones (§6.4 broken).
         let atomic_blocks =
             if self.quirks.has(Quirk::AtomicWriteTorn) { 0 } else { self.profile.power.awupf as u64 + 1 };

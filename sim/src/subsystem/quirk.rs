@@ -298,6 +298,29 @@ pub enum Quirk {
     /// at a power cut. Breaks §5.21.1.6: with the cache disabled a completed write is on
     /// non-volatile media.
     WriteCacheDisableIgnored,
+    /// A cryptographic erase (Format NVM SES 010b, Sanitize Crypto Erase) succeeds but
+    /// keeps the key and deallocates nothing: the old data reads back in plaintext.
+    /// Breaks §5.23 (SES 010b: user data erased by deleting the key) and §8.15.
+    CryptoEraseLeavesPlaintext,
+    /// A Format NVM with a Secure Erase Setting erases every namespace although FNA bit 1
+    /// is clear. Breaks Figure 247 FNA bit 1: the secure erase applies to the namespace
+    /// specified.
+    SecureEraseBeyondScope,
+    /// A sanitize operation leaves the highest allocated namespace's data in place.
+    /// Breaks §8.15: a sanitize alters all user data in the NVM subsystem.
+    SanitizeMissesNamespace,
+    /// A sanitize operation never completes: SSTAT stays in progress, SPROG at 0.
+    /// Breaks §8.15 (the operation runs to completion or failure).
+    SanitizeNeverCompletes,
+    /// Commands run while a sanitize operation is in progress. Breaks §8.15.1: they are
+    /// aborted with Sanitize In Progress.
+    SanitizeAcceptsCommands,
+    /// No Sanitize Operation Completed event is raised. Breaks §5.2 / Figure 146 (I/O
+    /// Command Specific status, 01h) and §8.15.
+    SanitizeNoCompletionEvent,
+    /// A power cycle during a sanitize operation ends it: the data stays and commands run
+    /// again. Breaks §8.15: the operation resumes after the power cycle.
+    SanitizeLostOnPowerCycle,
 }
 
 impl Quirk {
@@ -379,6 +402,13 @@ impl Quirk {
         Quirk::LossProtectionCacheLost,
         Quirk::ShutdownStatusNeverReported,
         Quirk::WriteCacheDisableIgnored,
+        Quirk::CryptoEraseLeavesPlaintext,
+        Quirk::SecureEraseBeyondScope,
+        Quirk::SanitizeMissesNamespace,
+        Quirk::SanitizeNeverCompletes,
+        Quirk::SanitizeAcceptsCommands,
+        Quirk::SanitizeNoCompletionEvent,
+        Quirk::SanitizeLostOnPowerCycle,
     ];
 
     /// The name a profile uses for this quirk.
@@ -460,6 +490,13 @@ impl Quirk {
             Quirk::LossProtectionCacheLost => "loss-protection-cache-lost",
             Quirk::ShutdownStatusNeverReported => "shutdown-status-never-reported",
             Quirk::WriteCacheDisableIgnored => "write-cache-disable-ignored",
+            Quirk::CryptoEraseLeavesPlaintext => "crypto-erase-leaves-plaintext",
+            Quirk::SecureEraseBeyondScope => "secure-erase-beyond-scope",
+            Quirk::SanitizeMissesNamespace => "sanitize-misses-namespace",
+            Quirk::SanitizeNeverCompletes => "sanitize-never-completes",
+            Quirk::SanitizeAcceptsCommands => "sanitize-accepts-commands",
+            Quirk::SanitizeNoCompletionEvent => "sanitize-no-completion-event",
+            Quirk::SanitizeLostOnPowerCycle => "sanitize-lost-on-power-cycle",
         }
     }
 

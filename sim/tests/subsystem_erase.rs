@@ -1,0 +1,209 @@
+//! Erase on the clean 1.4 profile: encrypted media, Format NVM with each Secure Erase
+//! Setting and the FNA scope, and Sanitize (each action, the status log, the commands
+//! refused while it runs, the completion event, a power cycle mid-operation) — and each
+//! erase quirk breaking its rule.
+
+use nvme::spec::log::LogPageId;
+use nvme::spec::namespace::{self, FormatNvm, SecureErase};
+use nvme::spec::sanitize::{self, SanitizeAction, SanitizeCdw10, SanitizeStatus, SanitizeStatusLog};
+use nvme::spec::{nvm, Status};
+use nvme_sim::exec::{CommandSet, Done};
+use nvme_sim::profile::{InitialNamespace, Profile};
+use nvme_sim::subsystem::testing::TestHost;
+use nvme_sim::subsystem::{Quirk, Subsystem};
+use zerocopy::FromBytes;
+
+/// enterprise-1.4 at 64 MiB: two attached 512-byte namespaces of 1024 blocks.
+fn drive(quirks: &[Quirk]) -> (Subsystem, TestHost) {
+    let mut p = Profile::builtin("enterprise-1.4").unwrap();
+    p.capacity_bytes = 64 << 20;
+    p.namespaces = vec![InitialNamespace { lbads: 512, ms: 0, extended: false, blocks: 1024, attached: true }; 2];
+    for q in quirks {
+        p = p.with_quirk(*q);
+    }
+    (Subsystem::new(p).unwrap(), TestHost::new(1))
+}
+
+#[track_caller]
+fn ok(done: Done) {
+    assert!(done.status.is_success(), "expected success, got {}", done.status);
+}
+
+const BLOCK: usize = 512;
+
+fn pattern(nsid: u32) -> Vec<u8> {
+    (0..8 * BLOCK).map(|i| (i as u32 * 7 + nsid * 13) as u8 | 1).collect()
+}
+
+/// Writes 8 blocks at LBA 0 of `nsid` with a pattern of its own.
+fn fill(sub: &mut Subsystem, host: &mut TestHost, nsid: u32) {
+    ok(host.write(sub, nsid, 0, 8, &pattern(nsid)));
+}
+
+fn read8(sub: &mut Subsystem, host: &mut TestHost, nsid: u32) -> Vec<u8> {
+    let (done, data) = host.read(sub, nsid, 0, 8, 8 * BLOCK);
+    ok(done);
+    data
+}
+
+fn status_log(sub: &mut Subsystem, host: &mut TestHost) -> SanitizeStatusLog {
+    let (done, bytes) = host.log_page(sub, LogPageId::SanitizeStatus as u8, 0, 512, false);
+    ok(done);
+    SanitizeStatusLog::read_from_bytes(&bytes).unwrap()
+}
+
+fn start(sub: &mut Subsystem, host: &mut TestHost, action: SanitizeAction, ndas: bool, pattern: u32) -> Done {
+    let cdw10 = SanitizeCdw10::new().with_sanact(action).with_ndas(ndas).with_owpass(1);
+    host.admin(sub, &sanitize::sanitize(cdw10, pattern))
+}
+
+/// Lets `ms` pass on the host's clock.
+fn wait(host: &mut TestHost, ms: u64) {
+    host.ctx.now_ns += ms * 1_000_000;
+}
+
+#[test]
+fn the_media_holds_ciphertext_and_crypto_format_makes_it_noise() {
+    let (mut sub, mut host) = drive(&[]);
+    fill(&mut sub, &mut host, 1);
+    assert!(sub.namespace(1).unwrap().key().is_some(), "encryption: true gives each namespace a key");
+    let erase = FormatNvm::new().with_ses(SecureErase::Cryptographic);
+    ok(host.admin(&mut sub, &namespace::format_nvm(1, erase)));
+    assert!(read8(&mut sub, &mut host, 1) == vec![0u8; 8 * BLOCK], "formatted blocks are deallocated: DLFEAT zeroes");
+    assert_eq!(sub.namespace(1).unwrap().nuse(), 0);
+}
+
+#[test]
+fn a_secure_erase_reaches_only_the_namespace_named_when_fna_bit_1_is_clear() {
+    let (mut sub, mut host) = drive(&[]);
+    fill(&mut sub, &mut host, 1);
+    fill(&mut sub, &mut host, 2);
+    ok(host.admin(&mut sub, &namespace::format_nvm(1, FormatNvm::new().with_ses(SecureErase::UserData))));
+    assert!(read8(&mut sub, &mut host, 2) == pattern(2));
+    let (mut sub, mut host) = drive(&[Quirk::SecureEraseBeyondScope]);
+    fill(&mut sub, &mut host, 2);
+    ok(host.admin(&mut sub, &namespace::format_nvm(1, FormatNvm::new().with_ses(SecureErase::UserData))));
+    assert!(read8(&mut sub, &mut host, 2) == vec![0u8; 8 * BLOCK], "the quirk erases namespace 2 too");
+}
+
+#[test]
+fn quirk_crypto_erase_leaves_plaintext() {
+    let (mut sub, mut host) = drive(&[Quirk::CryptoEraseLeavesPlaintext]);
+    fill(&mut sub, &mut host, 1);
+    ok(host.admin(&mut sub, &namespace::format_nvm(1, FormatNvm::new().with_ses(SecureErase::Cryptographic))));
+    assert!(read8(&mut sub, &mut host, 1) == pattern(1));
+    ok(start(&mut sub, &mut host, SanitizeAction::CryptoErase, true, 0));
+    wait(&mut host, 1000);
+    assert!(read8(&mut sub, &mut host, 1) == pattern(1));
+}
+
+#[test]
+fn sanitize_runs_in_the_background_and_refuses_commands_meanwhile() {
+    let (mut sub, mut host) = drive(&[]);
+    fill(&mut sub, &mut host, 1);
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    let log = status_log(&mut sub, &mut host);
+    assert_eq!(log.sstat.status(), SanitizeStatus::InProgress);
+    assert_eq!(log.sprog, 0);
+    assert_eq!(log.etbe, 2, "2000 ms, in seconds");
+    let (done, _) = host.read(&mut sub, 1, 0, 1, BLOCK);
+    assert!(done.status.same_code(&Status::SANITIZE_IN_PROGRESS), "{}", done.status);
+    let format = host.admin(&mut sub, &namespace::format_nvm(1, FormatNvm::new()));
+    assert!(format.status.same_code(&Status::SANITIZE_IN_PROGRESS));
+    let again = start(&mut sub, &mut host, SanitizeAction::CryptoErase, false, 0);
+    assert!(again.status.same_code(&Status::SANITIZE_IN_PROGRESS));
+    wait(&mut host, 1000);
+    assert_eq!(status_log(&mut sub, &mut host).sprog, 32768, "half way");
+    wait(&mut host, 1000);
+    let log = status_log(&mut sub, &mut host);
+    assert_eq!((log.sstat.status(), log.sprog), (SanitizeStatus::Completed, 0xFFFF));
+    assert!(log.sstat.global_data_erased());
+    assert_eq!(SanitizeCdw10::from_bits(log.scdw10).sanact(), SanitizeAction::BlockErase);
+    let event = host.ctx.events.pop().expect("Sanitize Operation Completed");
+    assert_eq!((event.event_type, event.info, event.log_page), (6, 1, 0x81));
+    assert!(read8(&mut sub, &mut host, 1) == vec![0u8; 8 * BLOCK]);
+    fill(&mut sub, &mut host, 1);
+    assert!(!status_log(&mut sub, &mut host).sstat.global_data_erased(), "a write clears Global Data Erased");
+}
+
+#[test]
+fn no_deallocate_leaves_what_each_action_wrote() {
+    let (mut sub, mut host) = drive(&[]);
+    fill(&mut sub, &mut host, 1);
+    ok(start(&mut sub, &mut host, SanitizeAction::Overwrite, true, 0x1234_5678));
+    wait(&mut host, 4000);
+    let data = read8(&mut sub, &mut host, 1);
+    assert_eq!(&data[..8], &[0x78, 0x56, 0x34, 0x12, 0x78, 0x56, 0x34, 0x12]);
+    fill(&mut sub, &mut host, 2);
+    ok(start(&mut sub, &mut host, SanitizeAction::CryptoErase, true, 0));
+    wait(&mut host, 100);
+    let noise = read8(&mut sub, &mut host, 2);
+    assert!(noise != pattern(2), "the old data under a new key");
+    assert!(noise != vec![0u8; 8 * BLOCK], "not deallocated (NDAS)");
+}
+
+#[test]
+fn a_sanitize_resumes_after_a_power_cycle() {
+    let (mut sub, mut host) = drive(&[]);
+    fill(&mut sub, &mut host, 1);
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    wait(&mut host, 1500);
+    sub.power_cut(1);
+    CommandSet::power_on(&mut sub);
+    let log = status_log(&mut sub, &mut host);
+    assert_eq!(log.sstat.status(), SanitizeStatus::InProgress);
+    wait(&mut host, 2000);
+    assert_eq!(status_log(&mut sub, &mut host).sstat.status(), SanitizeStatus::Completed);
+    assert!(read8(&mut sub, &mut host, 1) == vec![0u8; 8 * BLOCK]);
+}
+
+#[test]
+fn sanitize_quirks_break_their_rules() {
+    let (mut sub, mut host) = drive(&[Quirk::SanitizeMissesNamespace]);
+    fill(&mut sub, &mut host, 2);
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    wait(&mut host, 2000);
+    assert!(read8(&mut sub, &mut host, 2) == pattern(2));
+
+    let (mut sub, mut host) = drive(&[Quirk::SanitizeNeverCompletes]);
+    ok(start(&mut sub, &mut host, SanitizeAction::CryptoErase, false, 0));
+    wait(&mut host, 100_000);
+    assert_eq!(status_log(&mut sub, &mut host).sstat.status(), SanitizeStatus::InProgress);
+
+    let (mut sub, mut host) = drive(&[Quirk::SanitizeAcceptsCommands]);
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    ok(host.read(&mut sub, 1, 0, 1, BLOCK).0);
+
+    let (mut sub, mut host) = drive(&[Quirk::SanitizeNoCompletionEvent]);
+    ok(start(&mut sub, &mut host, SanitizeAction::CryptoErase, false, 0));
+    wait(&mut host, 100);
+    status_log(&mut sub, &mut host);
+    assert!(host.ctx.events.is_empty());
+
+    let (mut sub, mut host) = drive(&[Quirk::SanitizeLostOnPowerCycle]);
+    fill(&mut sub, &mut host, 1);
+    // The write's completion posted (as the queue engine tells the drive), then a Flush:
+    // the data is durable and a power cut keeps it.
+    if let Some(token) = host.ctx.change.take() {
+        sub.change_completed(token);
+    }
+    ok(host.io(&mut sub, &nvm::flush(1)));
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    sub.power_cut(1);
+    CommandSet::power_on(&mut sub);
+    assert!(read8(&mut sub, &mut host, 1) == pattern(1));
+}
+
+#[test]
+fn sanitize_refuses_what_sanicap_does_not_offer() {
+    let (mut sub, mut host) = drive(&[]);
+    let reserved = start(&mut sub, &mut host, SanitizeAction::Reserved(0), false, 0);
+    assert!(reserved.status.same_code(&Status::INVALID_FIELD));
+    ok(start(&mut sub, &mut host, SanitizeAction::ExitFailureMode, false, 0));
+    let mut p = Profile::builtin("enterprise-1.2a").unwrap();
+    p.capacity_bytes = 64 << 20;
+    p.namespaces.truncate(1);
+    let mut old = Subsystem::new(p).unwrap();
+    let done = start(&mut old, &mut host, SanitizeAction::BlockErase, false, 0);
+    assert!(done.status.same_code(&Status::INVALID_COMMAND_OPCODE), "no Sanitize before 1.3");
+}
