@@ -121,6 +121,13 @@ pub trait Device {
     /// The per-command timeout in milliseconds.
     fn command_timeout_ms(&self) -> u64;
 
+    /// Lets `ms` milliseconds pass on the target's clock (a background operation, such
+    /// as a sanitize, runs meanwhile). The default sleeps; a simulated clock moves on.
+    fn wait(&mut self, ms: u64) -> Result<(), DeviceError> {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        Ok(())
+    }
+
     /// Brings the controller back to a known state after a case ended in an error (a
     /// command timed out, the queues may be out of step): a Controller Reset and queue
     /// set-up on userspace targets. The default does nothing.

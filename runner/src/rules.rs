@@ -381,3 +381,104 @@ pub fn normal_shutdown() -> Rule {
          and the power may then be removed without losing any completed write",
     )
 }
+
+pub fn format_secure_erase(crypto: bool) -> Rule {
+    if crypto {
+        rule(
+            "NVMe 1.4 §5.23 Format NVM, Figure 273 (SES 010b Cryptographic Erase)",
+            "all user data of the namespaces the format reaches is erased cryptographically, by deleting the \
+             encryption key: none of it can be read back",
+        )
+    } else {
+        rule(
+            "NVMe 1.4 §5.23 Format NVM, Figure 273 (SES 001b User Data Erase)",
+            "all user data of the namespaces the format reaches is erased; what the blocks hold afterwards is \
+             indeterminate, but never the data written before",
+        )
+    }
+}
+
+pub fn secure_erase_scope() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (FNA bits 0 and 1) and §5.23 Format NVM",
+        "a secure erase performed as part of a format applies to the namespace specified, unless FNA bit 1 \
+         (secure erase applies to all namespaces) or bit 0 (format applies to all namespaces) is set: the other \
+         namespaces keep their data",
+    )
+}
+
+pub fn sanitize_erases_all() -> Rule {
+    rule(
+        "NVMe 1.4 §8.15 Sanitize Operations and §5.24 Sanitize command",
+        "a sanitize operation alters all user data in the NVM subsystem, every namespace, so that no data \
+         written before it can be recovered",
+    )
+}
+
+pub fn sanitize_after_content(no_deallocate: bool) -> Rule {
+    if no_deallocate {
+        rule(
+            "NVMe 1.4 §5.24 Sanitize command (NDAS, OVRPAT) and Figure 247 SANICAP (NODMMAS 01b)",
+            "after an Overwrite with No-Deallocate After Sanitize, on a controller that does not modify the \
+             media further (NODMMAS 01b), the blocks read as the last pass wrote them",
+        )
+    } else {
+        rule(
+            "NVMe 1.4 §5.24 Sanitize command (NDAS cleared) and Figure 245 (DLFEAT)",
+            "after a sanitize without No-Deallocate After Sanitize the controller should deallocate the user \
+             data: the blocks read as DLFEAT reports",
+        )
+    }
+}
+
+pub fn sanitize_status_log() -> Rule {
+    rule(
+        "NVMe 1.4 §5.14.1.16 Sanitize Status (Log Identifier 81h)",
+        "while a sanitize operation runs SSTAT reports 010b (in progress) with SPROG its progress; once it \
+         completes, SSTAT reports 001b, SPROG FFFFh, SCDW10 the Command Dword 10 of the Sanitize command, and \
+         Global Data Erased is set while nothing was written since",
+    )
+}
+
+pub fn sanitize_restrictions() -> Rule {
+    rule(
+        "NVMe 1.4 §8.15 Sanitize Operations (restrictions while a sanitize operation is in progress)",
+        "while a sanitize operation is in progress, I/O commands and admin commands other than those the \
+         section allows (Identify, Get Log Page of the Sanitize Status, SMART and Error logs, Get Features, \
+         Abort, Asynchronous Event Request …) are aborted with Sanitize In Progress",
+    )
+}
+
+pub fn sanitize_event() -> Rule {
+    rule(
+        "NVMe 1.4 §5.2 Asynchronous Event Request, Figure 146 (I/O Command Specific status, 01h Sanitize \
+         Operation Completed) and §8.15",
+        "when a sanitize operation completes, the controller reports the Sanitize Operation Completed event to \
+         an outstanding Asynchronous Event Request, with the Sanitize Status log (81h)",
+    )
+}
+
+pub fn sanitize_resumes() -> Rule {
+    rule(
+        "NVMe 1.4 §8.15 Sanitize Operations",
+        "a sanitize operation in progress when the NVM subsystem loses power resumes after power is restored, \
+         and the restrictions hold until it completes",
+    )
+}
+
+pub fn sanitize_completes() -> Rule {
+    rule(
+        "NVMe 1.4 §8.15 Sanitize Operations and Sanitize Status log (estimated times)",
+        "a sanitize operation runs to completion (or fails) — advisory: the spec sets no time limit, nvtest \
+         waits ten times the drive's own estimate",
+    )
+}
+
+pub fn format_crypto_unsupported() -> Rule {
+    rule(
+        "NVMe 1.4 §5.23 Format NVM, Figure 273 (SES 010b), Figure 247 FNA bit 2 and Figure 128 (Invalid Field in \
+         Command)",
+        "Cryptographic Erase is supported only where FNA bit 2 is set; on a controller that clears it, SES 010b is \
+         an unsupported value and the Format NVM completes with Invalid Field in Command",
+    )
+}

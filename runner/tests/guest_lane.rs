@@ -318,14 +318,16 @@ fn a_guest_that_overruns_its_time_is_killed_with_a_clear_error() {
 }
 
 #[test]
-fn the_command_line_runs_both_suites_in_the_guest_with_the_lanes_expected_findings() {
+fn the_command_line_runs_the_suites_in_the_guest_with_the_lanes_expected_findings() {
     let _one = lock();
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("reports").join("qemu-linux-ns32.xml");
     let json = dir.path().join("record").join("qemu-linux-ns32.json");
     let expect = repo().join("fixtures").join("guest").join("expected.yaml");
-    let args =
-        ["nvtest", "--suite", "namespaces", "--suite", "trim", "--expect"].into_iter().map(String::from).chain([
+    let args = ["nvtest", "--suite", "namespaces", "--suite", "trim", "--suite", "erase", "--expect"]
+        .into_iter()
+        .map(String::from)
+        .chain([
             expect.display().to_string(),
             "--junit".into(),
             junit.display().to_string(),
@@ -350,7 +352,9 @@ fn the_command_line_runs_both_suites_in_the_guest_with_the_lanes_expected_findin
     let record: serde_json::Value = serde_json::from_str(&record).unwrap_or_else(|e| panic!("{e}"));
     let cases = record["targets"][0]["cases"].as_array().map_or(0, Vec::len);
     assert_eq!(cases, verdicts.len(), "the JSON record and the JUnit report hold different cases");
-    assert!(verdicts.keys().any(|c| c.starts_with("namespaces::")) && verdicts.keys().any(|c| c.starts_with("trim::")));
+    for suite in ["namespaces::", "trim::", "erase::"] {
+        assert!(verdicts.keys().any(|c| c.starts_with(suite)), "no {suite} case in the guest's report");
+    }
     let not_ok: Vec<(&String, &Kind)> =
         verdicts.iter().filter(|(_, (k, _))| matches!(k, Kind::Fail | Kind::Error)).map(|(c, (k, _))| (c, k)).collect();
     // Until nvme::linux skips what the kernel refuses, those cases (and only those) fail

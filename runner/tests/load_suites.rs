@@ -109,13 +109,15 @@ fn a_drive_that_launches_one_command_per_turn_passes_arbitration() {
 }
 
 /// A claims file that promises what the controller does not report (the PBlaze5 916's
-/// crypto erase and dual port, on the simulated drive whose FNA and CMIC report neither)
-/// fails the claims case citing the claim's file:line:col and the field; the drive's own
-/// profile claims nothing it lacks and passes.
+/// crypto erase and dual port, on a simulated drive whose FNA, SANICAP and CMIC report
+/// neither) fails the claims case citing the claim's file:line:col and the field; the
+/// drive's own profile claims nothing it lacks and passes.
 #[test]
 fn a_claimed_capability_the_controller_does_not_report_fails_citing_the_claim() {
     let claims = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/claims/pblaze5-916.yaml");
-    let out = nvtest(&["--suite", "claims", "--claims", claims, "sim"]);
+    let dir = tempfile::tempdir().unwrap();
+    let without_crypto_erase = changed_profile(dir.path(), "crypto_erase: true", "crypto_erase: false");
+    let out = nvtest(&["--suite", "claims", "--claims", claims, &without_crypto_erase]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     for wanted in [

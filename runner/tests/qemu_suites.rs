@@ -1,4 +1,4 @@
-//! The `namespaces` and `trim` suites against QEMU's NVMe controller, through the
+//! The `namespaces`, `trim` and `erase` suites against QEMU's NVMe controller, through the
 //! library as the binary runs them: `qemu:ns32`, `qemu:dual`, and `qemu:metadata`, whose
 //! namespaces all carry metadata (extended LBAs and separate buffers).
 //!
@@ -26,7 +26,7 @@ fn require_qemu() {
 }
 
 /// The suites [`check`] runs.
-const SUITES: [&str; 2] = ["namespaces", "trim"];
+const SUITES: [&str; 3] = ["namespaces", "trim", "erase"];
 
 /// What each case concluded, by `suite::case`.
 fn run_suites(target: &str) -> BTreeMap<String, Verdict> {

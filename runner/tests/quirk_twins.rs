@@ -124,9 +124,22 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
         "power-counters-not-incremented",
         "§5.14.1.2 SMART / Health Information",
     ),
+    ("erase", "format-crypto-erase", "crypto-erase-leaves-plaintext", "SES 010b Cryptographic Erase"),
+    ("erase", "format-user-data-erase", "secure-erase-beyond-scope", "(FNA bits 0 and 1)"),
+    ("erase", "sanitize-crypto-erase", "crypto-erase-leaves-plaintext", "§8.15 Sanitize Operations and §5.24"),
+    ("erase", "sanitize-block-erase", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
+    ("erase", "sanitize-block-erase", "global-data-erased-never-set", "Sanitize Status (Log Identifier 81h)"),
+    ("erase", "sanitize-overwrite", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
+    ("erase", "overwrite-no-deallocate", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
+    ("erase", "crypto-erase-no-deallocate", "crypto-erase-leaves-plaintext", "§8.15 Sanitize Operations and §5.24"),
+    ("erase", "sanitize-restrictions", "sanitize-accepts-commands", "restrictions while a sanitize operation"),
+    ("erase", "sanitize-completion-event", "sanitize-no-completion-event", "Figure 146"),
+    ("erase", "sanitize-power-cycle", "sanitize-lost-on-power-cycle", "loses power resumes"),
+    ("erase", "sanitize-completes", "sanitize-never-completes", "runs to completion"),
+    ("erase", "crypto-erase-unsupported", "fna-hides-crypto-erase", "FNA bit 2 and Figure 128"),
 ];
 
-const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail"];
+const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail", "erase"];
 const CLEAN_PROFILES: &[&str] = &["enterprise-1.4", "enterprise-1.2a"];
 
 fn suite(name: &str) -> LoadedSuite {

@@ -195,6 +195,20 @@ fn sanitize_quirks_break_their_rules() {
 }
 
 #[test]
+fn status_and_fna_quirks_break_their_rules() {
+    let (mut sub, mut host) = drive(&[Quirk::GlobalDataErasedNeverSet]);
+    ok(start(&mut sub, &mut host, SanitizeAction::CryptoErase, false, 0));
+    wait(&mut host, 100);
+    let log = status_log(&mut sub, &mut host);
+    assert_eq!(log.sstat.status(), SanitizeStatus::Completed);
+    assert!(!log.sstat.global_data_erased());
+
+    let (mut sub, mut host) = drive(&[Quirk::FnaHidesCryptoErase]);
+    assert!(!host.identify_controller(&mut sub).fna.crypto_erase());
+    ok(host.admin(&mut sub, &namespace::format_nvm(1, FormatNvm::new().with_ses(SecureErase::Cryptographic))));
+}
+
+#[test]
 fn sanitize_refuses_what_sanicap_does_not_offer() {
     let (mut sub, mut host) = drive(&[]);
     let reserved = start(&mut sub, &mut host, SanitizeAction::Reserved(0), false, 0);

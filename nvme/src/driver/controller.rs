@@ -737,6 +737,18 @@ impl Device for Controller {
         Ok(events)
     }
 
+    fn wait(&mut self, ms: u64) -> Result<(), DeviceError> {
+        if !self.transport.simulated_clock() {
+            std::thread::sleep(Duration::from_millis(ms));
+            return Ok(());
+        }
+        let until = self.transport.now_ns().saturating_add(ms.saturating_mul(1_000_000));
+        while self.transport.now_ns() < until {
+            self.transport.idle_until(until)?;
+        }
+        Ok(())
+    }
+
     fn command_timeout_ms(&self) -> u64 {
         self.options.command_timeout_ms
     }

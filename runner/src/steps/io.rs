@@ -136,13 +136,58 @@ fn kept_note(kept: u64, nsid: u32) -> String {
 
 /// Reads `count` blocks of member `i` from `first` and judges them against the map.
 /// Returns how many deallocated blocks still held their data.
-fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -> StepResult<u64> {
+pub(crate) fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -> StepResult<u64> {
     let (nsid, _, bs) = member(ctx, i)?;
     let dealloc = ctx.set[i].dealloc_read;
     let size = block_size(bs)?;
     let layout = layout(ctx, i)?;
-    let per_cmd = blocks_per_command(ctx, layout.per_block_in_buffer());
     let mut kept = 0;
+    read_chunks(ctx, i, first, count, &mut |ctx, what, lba, buf, md| {
+        match judge_range(buf, nsid, lba, size, &ctx.map, dealloc) {
+            Ok(judged) => kept += judged.kept,
+            Err(JudgeError::Mismatch(m)) => return Err(mismatch_failure(ctx, what.to_string(), &m, dealloc)),
+            Err(JudgeError::Layout(e)) => return Err(StepError::Error(e.to_string())),
+        }
+        judge_metadata(ctx, &layout, nsid, lba, md, what)
+    })?;
+    Ok(kept)
+}
+
+/// Reads `count` blocks of member `i` from `first`, as many per command as MDTS allows,
+/// and hands each block's data (its metadata left out) to `visit` with its LBA.
+pub(crate) fn read_blocks(
+    ctx: &mut CaseContext<'_>,
+    i: usize,
+    first: u64,
+    count: u64,
+    visit: &mut dyn FnMut(u64, &[u8]),
+) -> StepResult {
+    let bs = member(ctx, i)?.2 as usize;
+    read_chunks(ctx, i, first, count, &mut |_, _, lba, data, _| {
+        for (k, block) in data.chunks_exact(bs).enumerate() {
+            visit(lba + k as u64, block);
+        }
+        Ok(())
+    })
+}
+
+/// What [`read_chunks`] hands on for each Read: the context, the command as logged, its
+/// first LBA, the blocks' data and their metadata (unpacked from extended LBAs).
+type ChunkVisit<'v, 'c> = dyn FnMut(&mut CaseContext<'c>, &str, u64, &[u8], &[u8]) -> StepResult + 'v;
+
+/// Reads `count` blocks of member `i` from `first`, as many per command as MDTS allows,
+/// handing each command's data to `visit`. A read that fails is the failure of the rule
+/// that reads inside a namespace succeed.
+fn read_chunks<'c>(
+    ctx: &mut CaseContext<'c>,
+    i: usize,
+    first: u64,
+    count: u64,
+    visit: &mut ChunkVisit<'_, 'c>,
+) -> StepResult {
+    let nsid = member(ctx, i)?.0;
+    let layout = layout(ctx, i)?;
+    let per_cmd = blocks_per_command(ctx, layout.per_block_in_buffer());
     let mut lba = first;
     while lba < first + count {
         let n = per_cmd.min(first + count - lba);
@@ -159,16 +204,11 @@ fn read_and_judge(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64) -
                 "Successful Completion (a read inside the namespace, within MDTS)",
             ));
         }
-        let (buf, md) = layout.unpack(&buf, &md_buf);
-        match judge_range(&buf, nsid, lba, size, &ctx.map, dealloc) {
-            Ok(judged) => kept += judged.kept,
-            Err(JudgeError::Mismatch(m)) => return Err(mismatch_failure(ctx, what, &m, dealloc)),
-            Err(JudgeError::Layout(e)) => return Err(StepError::Error(e.to_string())),
-        }
-        judge_metadata(ctx, &layout, nsid, lba, &md, &what)?;
+        let (data, md) = layout.unpack(&buf, &md_buf);
+        visit(ctx, &what, lba, &data, &md)?;
         lba += n;
     }
-    Ok(kept)
+    Ok(())
 }
 
 /// The failure a wrong block makes: of the case's rule for data nvtest wrote or

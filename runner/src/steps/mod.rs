@@ -11,11 +11,13 @@
 //!   write zeroes, flush, compare.
 //! - [`checks`]: the named checks (`check: NAME`), each a rule implemented in Rust.
 //! - [`events`]: asynchronous events and the Changed Namespace List.
+//! - [`erase`]: Format NVM with a Secure Erase Setting, and Sanitize: erased data judged.
 //! - [`readback`]: after each namespace change, the lists and Identify data that must show it.
 
 pub mod arbitration;
 pub mod checks;
 mod claimed;
+pub mod erase;
 pub mod events;
 pub mod extent;
 pub mod facts;
@@ -354,6 +356,8 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         Step::ExpectNamespaceChanged { ns } => events::expect_namespace_changed(ctx, ns),
         Step::Workload { jobs, qos } => workload::workload(ctx, jobs, qos.as_ref()),
         Step::PowerFail(p) => power_fail::power_fail(ctx, p),
+        Step::FormatErase(f) => erase::format_erase(ctx, f),
+        Step::Sanitize(s) => erase::sanitize(ctx, s),
     }
 }
 

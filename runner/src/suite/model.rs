@@ -605,6 +605,85 @@ pub enum Step {
     /// the drive is powered on, its ready time measured, SMART's counters compared and
     /// every block of the jobs' ranges judged. Skips on a target without a power switch.
     PowerFail(PowerFail),
+    /// Format NVM of one namespace of the set with a Secure Erase Setting, in the LBA
+    /// format it has (runner/src/steps/erase.rs). Then every block nvtest wrote to the
+    /// namespaces the erase reaches (the one named, or all when FNA bit 0 or 1 says so)
+    /// is read: none may still hold its data; the set's other namespaces keep theirs.
+    /// Skips when OACS bit 1 is clear, or for `crypto` when FNA bit 2 is clear.
+    FormatErase(FormatErase),
+    /// A sanitize operation (NVMe 1.3+, runner/src/steps/erase.rs): Sanitize with the
+    /// action, the Sanitize Status log followed to completion (its fields judged), and
+    /// every block nvtest wrote to any namespace of the set read: none may still hold its
+    /// data. Optionally probes the commands refused while it runs, cuts the power midway
+    /// and expects the Sanitize Operation Completed event. Skips on a controller before
+    /// 1.3 or whose SANICAP lacks the action.
+    Sanitize(SanitizeStep),
+}
+
+/// The `format_erase` step's fields.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FormatErase {
+    #[schemars(with = "super::schema::OneNamespace")]
+    pub ns: NsRef,
+    /// SES: `user_data` (001b) or `crypto` (010b, Cryptographic Erase).
+    pub ses: EraseSetting,
+    /// The case is about a controller without the setting (for `crypto`: FNA bit 2
+    /// clear): the Format NVM must be refused with Invalid Field in Command and nothing
+    /// erased. Skips when the controller reports the setting.
+    #[serde(default)]
+    pub unsupported: bool,
+}
+
+/// A Secure Erase Setting of Format NVM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EraseSetting {
+    UserData,
+    Crypto,
+}
+
+/// The `sanitize` step's fields.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SanitizeStep {
+    pub action: SanitizeOperation,
+    /// NDAS: No-Deallocate After Sanitize (skips when SANICAP.NDI inhibits it).
+    #[serde(default)]
+    pub no_deallocate: bool,
+    /// Overwrite: the 32-bit pattern (OVRPAT), passes (OWPASS, 1–16) and whether it is
+    /// inverted between passes (OIPBP).
+    #[serde(default)]
+    pub pattern: Option<u32>,
+    #[serde(default)]
+    pub passes: Option<u8>,
+    #[serde(default)]
+    pub invert: bool,
+    /// While the operation runs: a Read, a Write and a Format NVM must be refused with
+    /// Sanitize In Progress, Identify must succeed (NVMe 1.4 §8.15.1).
+    #[serde(default)]
+    pub probe_restrictions: bool,
+    /// While the operation runs, the power is cut and restored: it must resume and finish
+    /// (skips on a target without a power switch).
+    #[serde(default)]
+    pub power_cycle: bool,
+    /// Asynchronous Event Requests are outstanding: the Sanitize Operation Completed
+    /// event must arrive.
+    #[serde(default)]
+    pub expect_event: bool,
+    /// The longest wait for completion, in seconds; default: ten times the estimate the
+    /// Sanitize Status log gives (at least 60 s), or an hour when it gives none.
+    #[serde(default)]
+    pub within_s: Option<u64>,
+}
+
+/// SANACT of a sanitize operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SanitizeOperation {
+    BlockErase,
+    CryptoErase,
+    Overwrite,
 }
 
 /// The `power_fail` step's fields.

@@ -317,6 +317,28 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             parts.expect = expect.as_ref();
         }
         Step::Workload { jobs, qos: _ } => workload_jobs(&mut parts, jobs),
+        Step::FormatErase(f) => {
+            if f.unsupported && f.ses != crate::suite::model::EraseSetting::Crypto {
+                parts.misuses.push((
+                    at("unsupported"),
+                    "`unsupported: true` is for `ses: crypto` (FNA bit 2); User Data Erase is always defined"
+                        .to_string(),
+                ));
+            }
+            parts.ns(at("ns"), &mut f.ns, NsUse::One)
+        }
+        Step::Sanitize(s) => {
+            if s.passes.is_some_and(|p| !(1..=16).contains(&p)) {
+                parts.misuses.push((at("passes"), "an overwrite has 1 to 16 passes (OWPASS)".to_string()));
+            }
+            if s.action != crate::suite::model::SanitizeOperation::Overwrite
+                && (s.pattern.is_some() || s.passes.is_some() || s.invert)
+            {
+                parts
+                    .misuses
+                    .push((at("action"), "`pattern`, `passes` and `invert` belong to `action: overwrite`".to_string()));
+            }
+        }
         Step::PowerFail(p) => {
             if p.jobs.is_empty() {
                 parts.misuses.push((at("jobs"), "`power_fail` needs at least one job".to_string()));

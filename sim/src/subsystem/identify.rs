@@ -117,6 +117,10 @@ impl Subsystem {
         // FNA and SANICAP as the profile's erase section says (SANICAP: 1.3 and later;
         // the profile refuses a sanitize section on an older version).
         id.fna = p.erase.fna();
+        if self.quirks.has(Quirk::FnaHidesCryptoErase) {
+            // Quirk: FNA bit 2 clear, SES 010b still carried out (Figure 247 FNA broken).
+            id.fna.set_crypto_erase(false);
+        }
         id.sanicap = p.erase.sanicap();
         id.vwc = Vwc::new().with_present(p.controller.volatile_write_cache).with_flush_broadcast(if v14 {
             FlushBroadcast::Supported

@@ -309,7 +309,7 @@ pub enum Quirk {
     /// A sanitize operation leaves the highest allocated namespace's data in place.
     /// Breaks §8.15: a sanitize alters all user data in the NVM subsystem.
     SanitizeMissesNamespace,
-    /// A sanitize operation never completes: SSTAT stays in progress, SPROG at 0.
+    /// A sanitize operation never completes: SSTAT stays in progress (SPROG stops at FFFEh).
     /// Breaks §8.15 (the operation runs to completion or failure).
     SanitizeNeverCompletes,
     /// Commands run while a sanitize operation is in progress. Breaks §8.15.1: they are
@@ -321,6 +321,13 @@ pub enum Quirk {
     /// A power cycle during a sanitize operation ends it: the data stays and commands run
     /// again. Breaks §8.15: the operation resumes after the power cycle.
     SanitizeLostOnPowerCycle,
+    /// The Sanitize Status log never sets Global Data Erased (SSTAT bit 8), even right
+    /// after a successful operation. Breaks the Sanitize Status log's definition (81h).
+    GlobalDataErasedNeverSet,
+    /// Identify Controller FNA bit 2 (Cryptographic Erase Supported) reads clear, yet a
+    /// Format NVM with SES 010b succeeds. Breaks Figure 247 FNA bit 2 / §5.23: an
+    /// unsupported SES is Invalid Field in Command. (QEMU 10.0 behaves so.)
+    FnaHidesCryptoErase,
 }
 
 impl Quirk {
@@ -409,6 +416,8 @@ impl Quirk {
         Quirk::SanitizeAcceptsCommands,
         Quirk::SanitizeNoCompletionEvent,
         Quirk::SanitizeLostOnPowerCycle,
+        Quirk::GlobalDataErasedNeverSet,
+        Quirk::FnaHidesCryptoErase,
     ];
 
     /// The name a profile uses for this quirk.
@@ -497,6 +506,8 @@ impl Quirk {
             Quirk::SanitizeAcceptsCommands => "sanitize-accepts-commands",
             Quirk::SanitizeNoCompletionEvent => "sanitize-no-completion-event",
             Quirk::SanitizeLostOnPowerCycle => "sanitize-lost-on-power-cycle",
+            Quirk::GlobalDataErasedNeverSet => "global-data-erased-never-set",
+            Quirk::FnaHidesCryptoErase => "fna-hides-crypto-erase",
         }
     }
 

@@ -122,7 +122,8 @@ impl Subsystem {
                 self.sanitize.running = None;
                 self.apply_sanitize(run);
                 self.sanitize.status = Some(SanitizeStatus::Completed);
-                self.sanitize.global_data_erased = true;
+                // Quirk `global-data-erased-never-set`: SSTAT bit 8 stays clear (log 81h broken).
+                self.sanitize.global_data_erased = !self.quirks.has(Quirk::GlobalDataErasedNeverSet);
                 self.sanitize.event_pending = !self.quirks.has(Quirk::SanitizeNoCompletionEvent);
             }
         }
@@ -189,7 +190,10 @@ impl Subsystem {
             return Some(status);
         }
         let allowed = match AdminOpcode::from_u8(cmd.opcode) {
-            Some(AdminOpcode::Identify | AdminOpcode::GetFeatures | AdminOpcode::Sanitize) => true,
+            // Set Features too: a host brings its queues up (Number of Queues) after a reset.
+            Some(
+                AdminOpcode::Identify | AdminOpcode::GetFeatures | AdminOpcode::SetFeatures | AdminOpcode::Sanitize,
+            ) => true,
             // Error Information, SMART / Health Information and Sanitize Status.
             Some(AdminOpcode::GetLogPage) => {
                 let lid = cmd.cdw10 as u8;
@@ -222,7 +226,8 @@ impl Subsystem {
         let sprog = match &state.running {
             Some(run) => {
                 let elapsed = run.started_ns.map_or(0, |s| now_ns.saturating_sub(s));
-                let done = (elapsed as u128 * 65536 / run.duration_ns.max(1) as u128).min(65535);
+                // FFFFh means "not in progress": a late operation reports at most FFFEh.
+                let done = (elapsed as u128 * 65536 / run.duration_ns.max(1) as u128).min(0xFFFE);
                 done as u16
             }
             None => SPROG_NOT_IN_PROGRESS,
