@@ -9,6 +9,7 @@
 //! - [`device`] is the command-level interface every target offers to the runner.
 //! - [`input`] reads the small text files nvtest is given (suites, profiles, topologies)
 //!   with a bound on their size.
+//! - [`fw_image`] is nvtest's test firmware image format.
 //!
 //! This crate knows neither the simulated drive nor the runner.
 
@@ -17,6 +18,7 @@ compile_error!("nvme's spec structures are laid out for a little-endian host, as
 
 pub mod device;
 pub mod driver;
+pub mod fw_image;
 pub mod input;
 pub mod linux;
 pub mod queued;

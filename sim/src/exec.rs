@@ -107,6 +107,10 @@ pub struct ControllerContext {
     /// Abort names it (completed with Command Abort Requested), its SQ is deleted
     /// (Command Aborted due to SQ Deletion) or the controller is reset (dropped).
     pub hold_completion: bool,
+    /// Set by the command set to pause processing for this long after the command
+    /// completes (a firmware activation without reset): the engine sets CSTS.PP and
+    /// fetches nothing until the time has passed on the clock.
+    pub pause_ns: u64,
     /// Set by the command set to say the controller hit a fatal error on this command
     /// (for quirks): the engine sets CSTS.CFS and posts no completion, until a reset.
     pub fatal: bool,

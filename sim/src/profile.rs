@@ -21,6 +21,7 @@
 //! service: {slots: 256, dies: 128, read_us: 15, …}   # how long commands take: crate::service
 //! power: {loss_protection: false, awupf: 7, ready_ms: {clean: 800, dirty: 2400, per_tib: 150}}   # crate::subsystem::power
 //! erase: {encryption: true, format: {crypto_erase: true}, sanitize: {block_erase: true, …}}   # crate::subsystem::erase
+//! firmware: {slots: 4, slot1_read_only: true, activation_without_reset: true, …}   # crate::subsystem::firmware
 //! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, format_nvm, namespace_management]
 //! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]   # also ms: 8, extended: true
 //! quirks: []
@@ -29,6 +30,7 @@
 use crate::controller::ControllerConfig;
 use crate::service::ServiceModel;
 use crate::subsystem::erase::EraseModel;
+use crate::subsystem::firmware::FirmwareModel;
 use crate::subsystem::power::PowerModel;
 use nvme::spec::identify::DeallocatedRead;
 use nvme::spec::Version;
@@ -82,6 +84,9 @@ pub struct Profile {
     pub power: PowerModel,
     /// Encryption, FNA and Sanitize ([`crate::subsystem::erase`]).
     pub erase: EraseModel,
+    /// Firmware slots, download and commit ([`crate::subsystem::firmware`]); `None`: one
+    /// read-only slot and neither command.
+    pub firmware: Option<FirmwareModel>,
     pub optional_commands: Vec<OptionalCommand>,
     /// The namespaces present when the drive is first powered, NSIDs 1, 2, … in order.
     pub namespaces: Vec<InitialNamespace>,
@@ -254,6 +259,7 @@ struct ProfileFile {
     #[serde(default)]
     power: PowerModel,
     erase: Option<Spanned<EraseModel>>,
+    firmware: Option<Spanned<FirmwareModel>>,
     #[serde(default)]
     optional_commands: Vec<OptionalCommand>,
     namespaces: Option<Spanned<Vec<Spanned<InitialNamespace>>>>,
@@ -600,6 +606,15 @@ impl ProfileFile {
                 e.value
             }
         };
+        let firmware = match self.firmware {
+            None => None,
+            Some(f) => {
+                if let Some(problem) = f.value.problem() {
+                    return invalid(origin, &f.referenced, problem.to_string());
+                }
+                Some(f.value)
+            }
+        };
         let mut quirks = self.quirks;
         quirks.dedup();
         Ok(Profile {
@@ -616,6 +631,7 @@ impl ProfileFile {
             service: self.service.map(|s| s.value),
             power: self.power,
             erase,
+            firmware,
             optional_commands,
             namespaces,
             quirks,

@@ -70,7 +70,9 @@ fn identify_controller_reports_the_profile() {
     assert_eq!(id.mdts_bytes(4096), Some(128 << 10));
     assert_eq!(id.cntlid, 1);
     assert_eq!(id.nn, 32);
-    assert!(id.oacs.format_nvm() && id.oacs.namespace_management() && !id.oacs.firmware());
+    assert!(id.oacs.format_nvm() && id.oacs.namespace_management() && id.oacs.firmware());
+    assert!(id.frmw.slot1_read_only() && id.frmw.slots() == 4 && id.frmw.activation_without_reset());
+    assert_eq!((id.fwug, id.mtfa), (1, 10));
     assert!(id.oncs.compare() && id.oncs.write_uncorrectable() && id.oncs.dataset_management());
     assert!(id.oncs.write_zeroes() && id.oncs.save_select() && !id.oncs.verify() && !id.oncs.reservations());
     assert!(id.oaes.namespace_attribute_notices());
@@ -461,7 +463,7 @@ fn format_of_an_attached_namespace_is_an_attribute_change() {
 #[test]
 fn error_log_records_failed_commands_newest_first() {
     let (mut sub, mut host) = drive14();
-    let mut bad = Command::admin(AdminOpcode::FirmwareCommit);
+    let mut bad = Command::admin(AdminOpcode::DeviceSelfTest);
     bad.cid = 0x42;
     assert_status(host.admin(&mut sub, &bad), Status::INVALID_COMMAND_OPCODE);
     let mut read = nvm::read(9, 0, 0);
@@ -516,7 +518,8 @@ fn firmware_slot_and_effects_logs() {
     }
     assert!(cse.admin(AdminOpcode::NamespaceManagement as u8).nic());
     assert!(cse.admin(AdminOpcode::Sanitize as u8).csupp());
-    assert!(!cse.admin(AdminOpcode::FirmwareCommit as u8).csupp());
+    assert!(cse.admin(AdminOpcode::FirmwareCommit as u8).ccc());
+    assert!(cse.admin(AdminOpcode::FirmwareImageDownload as u8).csupp());
     assert!(cse.io(NvmOpcode::Write as u8).lbcc() && cse.io(NvmOpcode::DatasetManagement as u8).lbcc());
     assert!(cse.io(NvmOpcode::Read as u8).csupp() && !cse.io(NvmOpcode::Read as u8).lbcc());
     assert!(!cse.io(NvmOpcode::Verify as u8).csupp() && !cse.io(NvmOpcode::ReservationReport as u8).csupp());
@@ -632,7 +635,7 @@ fn feature_values_round_trip_and_are_checked() {
     assert_status(set(&mut sub, &mut host, FeatureId::InterruptVectorConfiguration, 65), Status::INVALID_FIELD);
     // Asynchronous event configuration keeps only what the controller supports.
     assert_status(set(&mut sub, &mut host, FeatureId::AsyncEventConfiguration, 0xFFFF_FFFF), Status::SUCCESS);
-    assert_eq!(get(&mut sub, &mut host, FeatureId::AsyncEventConfiguration, Select::Current, 0).dw0, 0x11F);
+    assert_eq!(get(&mut sub, &mut host, FeatureId::AsyncEventConfiguration, Select::Current, 0).dw0, 0x31F);
 }
 
 #[test]
@@ -673,7 +676,7 @@ fn a_drive_without_a_write_cache_has_no_such_feature() {
 #[test]
 fn unsupported_admin_opcodes_are_invalid() {
     let (mut sub, mut host) = drive14();
-    for op in [0x10u8, 0x11, 0x14, 0x18, 0x7C, 0x81, 0x82, 0x86, 0xC0, 0x03] {
+    for op in [0x14u8, 0x18, 0x7C, 0x81, 0x82, 0x86, 0xC0, 0x03] {
         let cmd = Command { opcode: op, ..Default::default() };
         assert_status(host.admin(&mut sub, &cmd), Status::INVALID_COMMAND_OPCODE);
     }

@@ -6,6 +6,7 @@
 
 pub mod command;
 pub mod features;
+pub mod firmware;
 pub mod identify;
 pub mod log;
 pub mod namespace;

@@ -100,7 +100,15 @@ impl Status {
     pub const ASYNC_EVENT_REQUEST_LIMIT_EXCEEDED: Status = specific(0x05);
     pub const INVALID_INTERRUPT_VECTOR: Status = specific(0x08);
     pub const INVALID_LOG_PAGE: Status = specific(0x09);
+    pub const INVALID_FIRMWARE_SLOT: Status = specific(0x06);
+    pub const INVALID_FIRMWARE_IMAGE: Status = specific(0x07);
     pub const INVALID_FORMAT: Status = specific(0x0A);
+    pub const FIRMWARE_ACTIVATION_REQUIRES_CONVENTIONAL_RESET: Status = specific(0x0B);
+    pub const FIRMWARE_ACTIVATION_REQUIRES_NVM_SUBSYSTEM_RESET: Status = specific(0x10);
+    pub const FIRMWARE_ACTIVATION_REQUIRES_CONTROLLER_LEVEL_RESET: Status = specific(0x11);
+    pub const FIRMWARE_ACTIVATION_REQUIRES_MAX_TIME_VIOLATION: Status = specific(0x12);
+    pub const FIRMWARE_ACTIVATION_PROHIBITED: Status = specific(0x13);
+    pub const OVERLAPPING_RANGE: Status = specific(0x14);
     pub const INVALID_QUEUE_DELETION: Status = specific(0x0C);
     pub const FEATURE_NOT_SAVEABLE: Status = specific(0x0D);
     pub const FEATURE_NOT_CHANGEABLE: Status = specific(0x0E);

@@ -251,6 +251,8 @@ pub struct Controller {
     ready_at: u64,
     /// CC.EN was set before `ready_at`: CSTS.RDY follows at `ready_at`.
     enabling: bool,
+    /// Processing is paused (CSTS.PP) until this time on the clock (0: not paused).
+    paused_until: u64,
 }
 
 impl Controller {
@@ -299,6 +301,7 @@ impl Controller {
             trace: None,
             ready_at: 0,
             enabling: false,
+            paused_until: 0,
             config,
         }
     }
@@ -332,16 +335,30 @@ impl Controller {
         }
     }
 
-    /// This controller's next scheduled event: a completion, or becoming ready.
+    /// This controller's next scheduled event: a completion, becoming ready, or the end
+    /// of a processing pause.
     pub fn next_event(&self) -> Option<u64> {
         let completion = self.timed.as_ref().and_then(|t| t.events.peek().map(|Reverse(e)| e.at));
         let ready = self.enabling.then_some(self.ready_at);
-        completion.into_iter().chain(ready).min()
+        let resume = (self.paused_until > 0).then_some(self.paused_until);
+        completion.into_iter().chain(ready).chain(resume).min()
+    }
+
+    /// Whether processing is paused now (CSTS.PP).
+    fn paused(&self) -> bool {
+        self.paused_until > 0 && self.clock.now() < self.paused_until
     }
 
     /// Posts the completions due at or before `t`, oldest first, each freeing a slot and
     /// letting the controller fetch more at that time.
     pub fn run_until(&mut self, t: u64, dma: &DmaRegion) {
+        if self.paused_until > 0 && self.paused_until <= t {
+            // The pause is over: CSTS.PP clears and the queues are served again.
+            self.paused_until = 0;
+            self.csts.set_pp(false);
+            self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
+            self.run_all(dma);
+        }
         if self.enabling && self.ready_at <= t {
             self.enabling = false;
             self.become_ready();
@@ -367,7 +384,7 @@ impl Controller {
 
     /// Tells the clock when this controller's next event is.
     fn publish(&self) {
-        if self.timed.is_some() || self.enabling {
+        if self.timed.is_some() || self.enabling || self.paused_until > 0 {
             self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
         }
     }
@@ -597,6 +614,8 @@ impl Controller {
         self.csts.set_rdy(false);
         self.csts.set_cfs(false);
         self.csts.set_shst(0);
+        self.csts.set_pp(false);
+        self.paused_until = 0;
         if std::mem::take(&mut self.enabling) {
             self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
         }

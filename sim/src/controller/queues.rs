@@ -197,7 +197,7 @@ impl Controller {
     /// Fetches and executes the entries between the SQ's head and tail, stopping when the
     /// completion queue is full.
     pub(super) fn process_sq(&mut self, qid: u16, dma: &DmaRegion) {
-        if !self.bus_master || !self.csts.rdy() || self.csts.cfs() {
+        if !self.bus_master || !self.csts.rdy() || self.csts.cfs() || self.paused() {
             return;
         }
         while let Some((cqid, cmd)) = self.fetch(qid, dma) {
@@ -240,7 +240,7 @@ impl Controller {
     /// Timed mode: the admin queue first, then I/O commands into free slots in the order
     /// arbitration gives, each completing at the time the media model says, from `now`.
     pub(super) fn fetch_pass(&mut self, now: u64, dma: &DmaRegion) {
-        if !self.bus_master || !self.csts.rdy() || self.csts.cfs() {
+        if !self.bus_master || !self.csts.rdy() || self.csts.cfs() || self.paused() {
             return;
         }
         self.process_sq(0, dma);
@@ -381,6 +381,13 @@ impl Controller {
             self.ctx.change = None;
             self.csts.set_cfs(true);
             return None;
+        }
+        let pause = std::mem::take(&mut self.ctx.pause_ns);
+        if pause > 0 {
+            // Processing pauses once this command has completed (CSTS.PP, §3.1.6).
+            self.paused_until = self.clock.now().saturating_add(pause);
+            self.csts.set_pp(true);
+            self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
         }
         if std::mem::take(&mut self.ctx.hold_completion) {
             self.ctx.change = None;

@@ -52,6 +52,10 @@ impl Features {
         if profile.controller.namespace_attribute_notices {
             aec_supported |= 1 << 8;
         }
+        // Firmware Activation Notices where an activation without reset can start one.
+        if profile.firmware.is_some_and(|f| f.activation_without_reset) {
+            aec_supported |= 1 << 9;
+        }
         Features {
             arbitration: Arbitration::new(),
             power_management: PowerManagement::new(),
@@ -74,6 +78,11 @@ impl Features {
     /// Asynchronous Event Configuration bit 8: Namespace Attribute Notices enabled.
     pub fn namespace_notices_enabled(&self) -> bool {
         self.async_event_configuration.namespace_attribute_notices()
+    }
+
+    /// AEC bit 9: Firmware Activation Notices are enabled.
+    pub fn firmware_notices_enabled(&self) -> bool {
+        self.async_event_configuration.firmware_activation_notices()
     }
 
     /// Whether `fid` is a feature this controller implements.

@@ -67,7 +67,7 @@ impl Subsystem {
             id.sn[1] = 0x07;
         }
         id.mn = ascii_padded(&p.identity.model);
-        id.fr = ascii_padded(&p.identity.firmware);
+        id.fr = self.firmware().running;
         id.rab = 6;
         // IEEE OUI, least significant byte first.
         let oui = p.identity.ieee_oui.to_le_bytes();
@@ -81,18 +81,34 @@ impl Subsystem {
         } else {
             self.version().to_register()
         };
-        id.oaes = Oaes::new().with_namespace_attribute_notices(p.controller.namespace_attribute_notices);
+        id.oaes = Oaes::new()
+            .with_namespace_attribute_notices(p.controller.namespace_attribute_notices)
+            .with_firmware_activation_notices(p.firmware.is_some_and(|f| f.activation_without_reset));
         if v14 {
             // CNTRLTYPE (1.4): 1h, an I/O controller.
             id.cntrltype = 1;
         }
         id.oacs = Oacs::new()
             .with_format_nvm(self.supports(OptionalCommand::FormatNvm))
+            .with_firmware(p.firmware.is_some())
             .with_namespace_management(self.supports(OptionalCommand::NamespaceManagement));
         id.acl = p.controller.acl;
         id.aerl = p.controller.aerl;
-        // One read-only firmware slot; no firmware download or commit.
-        id.frmw = Frmw::new().with_slot1_read_only(true).with_slots(1);
+        // The profile's slots, or one read-only slot with no firmware download or commit.
+        id.frmw = match &p.firmware {
+            Some(f) => {
+                // FWUG is NVMe 1.3 and later.
+                if self.version() >= Version::V1_3 {
+                    id.fwug = f.fwug;
+                }
+                id.mtfa = (f.mtfa_ms / 100) as u16;
+                Frmw::new()
+                    .with_slot1_read_only(f.slot1_read_only)
+                    .with_slots(f.slots)
+                    .with_activation_without_reset(f.activation_without_reset)
+            }
+            None => Frmw::new().with_slot1_read_only(true).with_slots(1),
+        };
         id.lpa = Lpa::new().with_commands_supported_and_effects(true).with_extended_data(self.extended_log_data());
         id.elpe = (ERROR_LOG_ENTRIES - 1) as u8;
         id.npss = 0;

@@ -170,14 +170,17 @@ impl Subsystem {
         log
     }
 
-    /// "Get Log Page – Firmware Slot Information Log": the firmware in slot 1, active.
+    /// "Get Log Page – Firmware Slot Information Log": the active slot, the slot the
+    /// next reset activates, and the revision in every slot.
     fn firmware_slot(&self) -> FirmwareSlotLog {
+        let fw = self.firmware();
         let mut log = FirmwareSlotLog::new_zeroed();
-        log.afi = Afi::new().with_active_slot(1);
-        let fr = self.profile.identity.firmware.as_bytes();
-        let mut frs = [b' '; 8];
-        frs[..fr.len().min(8)].copy_from_slice(&fr[..fr.len().min(8)]);
-        log.frs[0] = frs;
+        log.afi = Afi::new().with_active_slot(fw.active).with_next_slot(fw.next.unwrap_or(0));
+        for (frs, slot) in log.frs.iter_mut().zip(fw.slots.iter()) {
+            if let Some(fr) = slot {
+                *frs = *fr;
+            }
+        }
         log
     }
 
@@ -209,6 +212,10 @@ impl Subsystem {
         if self.supports(OptionalCommand::FormatNvm) {
             let format = changes_content.with_ncc(true).with_cse(CommandSubmission::ExclusiveToNamespace);
             admin.push((AdminOpcode::FormatNvm, format));
+        }
+        if self.profile.firmware.is_some() {
+            admin.push((AdminOpcode::FirmwareCommit, supported.with_ccc(true)));
+            admin.push((AdminOpcode::FirmwareImageDownload, supported));
         }
         if self.profile.erase.sanitize.is_some() {
             let sanitize = changes_content.with_ncc(true).with_cse(CommandSubmission::ExclusiveToController);

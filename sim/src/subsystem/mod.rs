@@ -17,6 +17,7 @@
 pub mod crypt;
 pub mod erase;
 pub mod features;
+pub mod firmware;
 pub mod identify;
 pub mod io;
 pub mod log;
@@ -100,6 +101,8 @@ pub struct Subsystem {
     sanitize: sanitize::SanitizeState,
     /// The clock when the command being run started ([`ControllerContext::now_ns`]).
     now_ns: u64,
+    /// Firmware slots, the image being downloaded, the revision running ([`firmware`]).
+    firmware: firmware::FirmwareState,
 }
 
 /// Why a subsystem could not be built from a profile.
@@ -149,7 +152,9 @@ impl Subsystem {
             keys_made: 0,
             sanitize: sanitize::SanitizeState::default(),
             now_ns: 0,
+            firmware: firmware::FirmwareState::default(),
         };
+        sub.firmware = firmware::FirmwareState::new(&sub.profile.identity.firmware);
         let initial = sub.profile.namespaces.clone();
         for (i, ns) in initial.iter().enumerate() {
             let index =
@@ -193,6 +198,11 @@ impl Subsystem {
 
     pub fn controller(&self) -> &ControllerState {
         &self.controller
+    }
+
+    /// The firmware slots and the revision running.
+    pub fn firmware(&self) -> &firmware::FirmwareState {
+        &self.firmware
     }
 
     /// The allocated namespace `nsid`, attached or not.
@@ -362,6 +372,10 @@ impl CommandSet for Subsystem {
             }
             Some(AdminOpcode::FormatNvm) if self.supports(OptionalCommand::FormatNvm) => self.format_nvm(ctx, cmd),
             Some(AdminOpcode::Sanitize) if self.profile.erase.sanitize.is_some() => self.sanitize(ctx, cmd),
+            Some(AdminOpcode::FirmwareImageDownload) if self.profile.firmware.is_some() => {
+                self.firmware_image_download(cmd, data)
+            }
+            Some(AdminOpcode::FirmwareCommit) if self.profile.firmware.is_some() => self.firmware_commit(ctx, cmd),
             _ => Done::err(Status::INVALID_COMMAND_OPCODE),
         };
         self.record(cmd, done)
@@ -406,6 +420,9 @@ impl CommandSet for Subsystem {
     }
 
     fn controller_enabled(&mut self, cntlid: u16) {
+        // A Controller Level Reset (or the first enable after power-on) runs the firmware
+        // committed for the next reset (§5.12).
+        self.firmware_reset();
         // The Arbitration feature returns to its default with a Controller Reset (the
         // queue engine's arbiter does the same).
         self.controller.features.arbitration = nvme::spec::features::Arbitration::new();

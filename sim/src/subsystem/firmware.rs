@@ -1,0 +1,216 @@
+//! Firmware: the slots, Firmware Image Download (admin 11h, NVMe 1.4 §5.13) and Firmware
+//! Commit (admin 10h, §5.12) with commit actions 000b–011b, the Firmware Slot
+//! Information log (03h), Identify Controller FR, FRMW, FWUG and MTFA, and activation
+//! without a reset: the Firmware Activation Starting notice, and processing paused
+//! (CSTS.PP) for the profile's activation time while I/O waits, then the new revision
+//! running.
+//!
+//! Images are nvtest's test images ([`nvme::fw_image`]): a commit that replaces a slot
+//! validates the downloaded image (header, length, CRC) and refuses anything else with
+//! Invalid Firmware Image. The profile's `firmware:` section says what the drive has:
+//!
+//! ```yaml
+//! firmware: {slots: 3, slot1_read_only: true, activation_without_reset: true, fwug: 1,
+//!            mtfa_ms: 1000, activation_ms: 200}
+//! ```
+//!
+//! Without it the drive has one read-only slot and neither command (OACS bit 2 clear).
+
+use serde::Deserialize;
+
+use super::Subsystem;
+use crate::exec::{AsyncEvent, ControllerContext, DataPointer, Done};
+use nvme::spec::firmware::{download_extent, update_granularity, CommitAction, FirmwareCommitCdw10};
+use nvme::spec::log::LogPageId;
+use nvme::spec::{Command, Status};
+
+/// The largest image the download buffer takes.
+pub const MAX_IMAGE: u64 = 4 << 20;
+
+/// The `firmware:` section of a profile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FirmwareModel {
+    /// FRMW bits 3:1: firmware slots, 1 to 7.
+    pub slots: u8,
+    /// FRMW bit 0: slot 1 is read only.
+    #[serde(default)]
+    pub slot1_read_only: bool,
+    /// FRMW bit 4: commit action 011b (activate without reset) is supported.
+    #[serde(default)]
+    pub activation_without_reset: bool,
+    /// FWUG: update granularity in 4 KiB units (0: not reported, FFh: no restriction).
+    #[serde(default)]
+    pub fwug: u8,
+    /// MTFA in milliseconds (reported in 100 ms units; 0: not reported).
+    #[serde(default)]
+    pub mtfa_ms: u64,
+    /// How long an activation without reset pauses processing (CSTS.PP set).
+    #[serde(default)]
+    pub activation_ms: u64,
+}
+
+impl FirmwareModel {
+    /// What is inconsistent in the section, for the profile's error.
+    pub fn problem(&self) -> Option<&'static str> {
+        if !(1..=7).contains(&self.slots) {
+            return Some("firmware: slots must be 1 to 7");
+        }
+        if self.mtfa_ms > 0xFFFF * 100 {
+            return Some("firmware: mtfa_ms must fit MTFA (65535 × 100 ms)");
+        }
+        None
+    }
+}
+
+/// The firmware state of the subsystem (survives resets; the slots survive power loss).
+#[derive(Debug, Default)]
+pub struct FirmwareState {
+    /// FRS1–FRS7: the revision in each slot (`None`: empty).
+    pub slots: [Option<[u8; 8]>; 7],
+    /// The slot the running firmware came from (1-based).
+    pub active: u8,
+    /// The slot activated at the next reset (AFI bits 6:4).
+    pub next: Option<u8>,
+    /// The revision that slot holds, to run at that reset.
+    pending: Option<[u8; 8]>,
+    /// The revision running (Identify Controller FR).
+    pub running: [u8; 8],
+    /// The image being downloaded, and the byte ranges received.
+    image: Vec<u8>,
+    received: Vec<(u64, u64)>,
+}
+
+impl FirmwareState {
+    /// Slot 1 holding and running `revision`.
+    pub fn new(revision: &str) -> FirmwareState {
+        let mut fr = [b' '; 8];
+        for (d, s) in fr.iter_mut().zip(revision.bytes()) {
+            *d = s;
+        }
+        let mut state = FirmwareState { active: 1, running: fr, ..FirmwareState::default() };
+        state.slots[0] = Some(fr);
+        state
+    }
+}
+
+impl Subsystem {
+    /// Firmware Image Download: `bytes` at `offset` of the image. A download at offset 0
+    /// starts a new image. Offsets and sizes must keep to FWUG (Invalid Field in
+    /// Command); a range overlapping one already received is Overlapping Range.
+    pub(super) fn firmware_image_download(&mut self, cmd: &Command, data: &dyn DataPointer) -> Done {
+        let Some(model) = self.profile.firmware else { return Done::err(Status::INVALID_COMMAND_OPCODE) };
+        let (bytes, offset) = download_extent(cmd);
+        if let Some(g) = update_granularity(model.fwug) {
+            if offset % g != 0 || bytes % g != 0 && offset + bytes < self.firmware.image.len() as u64 {
+                return Done::err(Status::INVALID_FIELD);
+            }
+        }
+        if offset + bytes > MAX_IMAGE {
+            return Done::err(Status::INVALID_FIELD);
+        }
+        if offset == 0 {
+            self.firmware.image.clear();
+            self.firmware.received.clear();
+        }
+        let end = offset + bytes;
+        if self.firmware.received.iter().any(|&(s, e)| offset < e && s < end) {
+            return Done::err(Status::OVERLAPPING_RANGE);
+        }
+        let piece = match data.copy_from_host(bytes as usize) {
+            Ok(p) => p,
+            Err(s) => return Done::err(s),
+        };
+        let fw = &mut self.firmware;
+        if fw.image.len() < end as usize {
+            fw.image.resize(end as usize, 0);
+        }
+        fw.image[offset as usize..end as usize].copy_from_slice(&piece);
+        fw.received.push((offset, end));
+        Done::ok()
+    }
+
+    /// Firmware Commit.
+    pub(super) fn firmware_commit(&mut self, ctx: &mut ControllerContext, cmd: &Command) -> Done {
+        let Some(model) = self.profile.firmware else { return Done::err(Status::INVALID_COMMAND_OPCODE) };
+        let f = FirmwareCommitCdw10::from_bits(cmd.cdw10);
+        let action = f.ca();
+        if matches!(action, CommitAction::Reserved(_)) || f.bpid() {
+            return Done::err(Status::INVALID_FIELD);
+        }
+        if action == CommitAction::ReplaceAndActivateNow && !model.activation_without_reset {
+            return Done::err(Status::INVALID_FIELD);
+        }
+        // FS 0: the controller picks a slot: the first writable slot not running.
+        let slot = match f.fs() {
+            0 => (1..=model.slots)
+                .find(|s| *s != self.firmware.active && !(*s == 1 && model.slot1_read_only))
+                .unwrap_or(self.firmware.active),
+            s => s,
+        };
+        if slot > model.slots {
+            return Done::err(Status::INVALID_FIRMWARE_SLOT);
+        }
+        if action.replaces() && slot == 1 && model.slot1_read_only {
+            return Done::err(Status::INVALID_FIRMWARE_SLOT);
+        }
+        let revision = if action.replaces() {
+            match nvme::fw_image::validate(&self.firmware.image) {
+                Ok(fr) => fr,
+                Err(_) => return Done::err(Status::INVALID_FIRMWARE_IMAGE),
+            }
+        } else {
+            match self.firmware.slots[slot as usize - 1] {
+                Some(fr) => fr,
+                None => return Done::err(Status::INVALID_FIRMWARE_IMAGE),
+            }
+        };
+        if action.replaces() {
+            self.firmware.slots[slot as usize - 1] = Some(revision);
+            self.firmware.image.clear();
+            self.firmware.received.clear();
+        }
+        match action {
+            CommitAction::Replace => Done::ok(),
+            CommitAction::ReplaceAndActivateAtReset | CommitAction::ActivateAtReset => {
+                self.firmware.next = Some(slot);
+                self.firmware.pending = Some(revision);
+                Done::ok()
+            }
+            CommitAction::ReplaceAndActivateNow => {
+                if model.mtfa_ms > 0 && model.activation_ms > model.mtfa_ms {
+                    // §5.12: an activation that would take longer than MTFA is refused;
+                    // the image runs after the next reset instead.
+                    self.firmware.next = Some(slot);
+                    self.firmware.pending = Some(revision);
+                    return Done::err(Status::FIRMWARE_ACTIVATION_REQUIRES_MAX_TIME_VIOLATION);
+                }
+                if self.controller.features.firmware_notices_enabled() {
+                    ctx.events.push(AsyncEvent {
+                        event_type: super::log::EVENT_TYPE_NOTICE,
+                        info: nvme::spec::firmware::NOTICE_FIRMWARE_ACTIVATION_STARTING,
+                        log_page: LogPageId::FirmwareSlot as u8,
+                    });
+                }
+                // Processing pauses (CSTS.PP) while the new image starts; commands wait.
+                ctx.pause_ns = model.activation_ms.saturating_mul(1_000_000);
+                self.firmware.active = slot;
+                self.firmware.next = None;
+                self.firmware.running = revision;
+                Done::ok()
+            }
+            CommitAction::Reserved(_) => Done::err(Status::INVALID_FIELD),
+        }
+    }
+
+    /// A Controller Level Reset (or power-on): the firmware committed for the next reset
+    /// starts running.
+    pub(super) fn firmware_reset(&mut self) {
+        if let Some(slot) = self.firmware.next.take() {
+            self.firmware.active = slot;
+            if let Some(fr) = self.firmware.pending.take() {
+                self.firmware.running = fr;
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Firmware on the clean 1.4 profile: Firmware Image Download and Firmware Commit with
+//! each commit action and error status, the Firmware Slot Information log, Identify FR
+//! after activation at a reset, and activation without reset pausing processing
+//! (CSTS.PP) while I/O waits and then completes.
+
+use nvme::device::{Data, Device};
+use nvme::driver::{Controller, Options};
+use nvme::fw_image;
+use nvme::spec::firmware::{firmware_commit, firmware_image_download, CommitAction};
+use nvme::spec::identify::{self, Cns, IdentifyController};
+use nvme::spec::log::{FirmwareSlotLog, LogPageId};
+use nvme::spec::registers::{offset, Csts};
+use nvme::spec::{nvm, Status};
+use nvme_sim::exec::{CommandSet, Done};
+use nvme_sim::pci::SimTransport;
+use nvme_sim::profile::{InitialNamespace, Profile};
+use nvme_sim::subsystem::testing::TestHost;
+use nvme_sim::subsystem::Subsystem;
+use zerocopy::FromBytes;
+
+fn profile() -> Profile {
+    let mut p = Profile::builtin("enterprise-1.4").unwrap();
+    p.capacity_bytes = 64 << 20;
+    p.namespaces = vec![InitialNamespace { lbads: 4096, ms: 0, extended: false, blocks: 1024, attached: true }];
+    p
+}
+
+#[track_caller]
+fn status(done: Done, expected: Status) {
+    assert!(done.status.same_code(&expected), "expected {expected}, got {}", done.status);
+}
+
+/// Downloads `image` in 4 KiB pieces (FWUG 1).
+fn download(sub: &mut Subsystem, host: &mut TestHost, image: &[u8]) {
+    for (k, piece) in image.chunks(4096).enumerate() {
+        host.put(piece);
+        let cmd = firmware_image_download(piece.len() as u32, k as u64 * 4096).unwrap();
+        status(host.admin(sub, &cmd), Status::SUCCESS);
+    }
+}
+
+fn slot_log(sub: &mut Subsystem, host: &mut TestHost) -> FirmwareSlotLog {
+    let (done, bytes) = host.log_page(sub, LogPageId::FirmwareSlot as u8, 0, 512, false);
+    status(done, Status::SUCCESS);
+    FirmwareSlotLog::read_from_bytes(&bytes).unwrap()
+}
+
+fn fr(sub: &mut Subsystem, host: &mut TestHost) -> String {
+    host.identify_controller(sub).firmware().text
+}
+
+#[test]
+fn a_downloaded_image_is_committed_and_runs_after_a_reset() {
+    let mut sub = Subsystem::new(profile()).unwrap();
+    let mut host = TestHost::new(1);
+    download(&mut sub, &mut host, &fw_image::build("NVT14A02", 10_000));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::Replace)), Status::SUCCESS);
+    let log = slot_log(&mut sub, &mut host);
+    assert_eq!(log.revision(2).unwrap().text, "NVT14A02");
+    assert_eq!((log.afi.active_slot(), log.afi.next_slot()), (1, 0));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ActivateAtReset)), Status::SUCCESS);
+    assert_eq!(slot_log(&mut sub, &mut host).afi.next_slot(), 2);
+    assert_eq!(fr(&mut sub, &mut host), "NVT14A01", "nothing runs before the reset");
+    sub.controller_enabled(1);
+    let log = slot_log(&mut sub, &mut host);
+    assert_eq!((log.afi.active_slot(), log.afi.next_slot()), (2, 0));
+    assert_eq!(fr(&mut sub, &mut host), "NVT14A02");
+    // Back to the factory image in slot 1 (read-only: it can be activated, not replaced).
+    status(host.admin(&mut sub, &firmware_commit(1, CommitAction::ActivateAtReset)), Status::SUCCESS);
+    sub.controller_enabled(1);
+    assert_eq!(fr(&mut sub, &mut host), "NVT14A01");
+}
+
+#[test]
+fn commit_and_download_errors_carry_their_statuses() {
+    let mut sub = Subsystem::new(profile()).unwrap();
+    let mut host = TestHost::new(1);
+    let image = fw_image::build("NVT14A03", 8192);
+    download(&mut sub, &mut host, &image);
+    status(host.admin(&mut sub, &firmware_commit(5, CommitAction::Replace)), Status::INVALID_FIRMWARE_SLOT);
+    status(host.admin(&mut sub, &firmware_commit(1, CommitAction::Replace)), Status::INVALID_FIRMWARE_SLOT);
+    status(host.admin(&mut sub, &firmware_commit(3, CommitAction::ActivateAtReset)), Status::INVALID_FIRMWARE_IMAGE);
+    let mut corrupt = image.clone();
+    corrupt[40] ^= 0xFF;
+    download(&mut sub, &mut host, &corrupt);
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::Replace)), Status::INVALID_FIRMWARE_IMAGE);
+    // Overlapping pieces, and a piece off the 4 KiB granularity.
+    host.put(&image[..8192]);
+    status(host.admin(&mut sub, &firmware_image_download(8192, 0).unwrap()), Status::SUCCESS);
+    status(host.admin(&mut sub, &firmware_image_download(4096, 4096).unwrap()), Status::OVERLAPPING_RANGE);
+    status(host.admin(&mut sub, &firmware_image_download(4096, 2048).unwrap()), Status::INVALID_FIELD);
+    let reserved = firmware_commit(2, CommitAction::Reserved(5));
+    status(host.admin(&mut sub, &reserved), Status::INVALID_FIELD);
+}
+
+#[test]
+fn activation_without_reset_pauses_processing_and_io_carries_on() {
+    let p = profile();
+    let config = p.controller_config();
+    let transport = SimTransport::new(config, Box::new(Subsystem::new(p).unwrap()));
+    let mut ctrl = Controller::new(Box::new(transport), Options { io_queues: 1, ..Options::default() }).unwrap();
+    let image = fw_image::build("NVT14A09", 6000);
+    for (k, piece) in image.chunks(4096).enumerate() {
+        let cmd = firmware_image_download(piece.len() as u32, k as u64 * 4096).unwrap();
+        assert!(ctrl.admin(cmd, Data::ToDevice(piece)).unwrap().status().is_success());
+    }
+    let block = vec![0x3Cu8; 4096];
+    let qid = ctrl.io_queues()[0];
+    assert!(ctrl
+        .io(qid, nvm::write(1, 0, 0, false), Data::ToDevice(&block), Data::None)
+        .unwrap()
+        .status()
+        .is_success());
+    let done = ctrl.admin(firmware_commit(2, CommitAction::ReplaceAndActivateNow), Data::None).unwrap();
+    assert!(done.status().is_success(), "{}", done.status());
+    let csts = Csts::from_bits(ctrl.read_register(offset::CSTS).unwrap());
+    assert!(csts.pp(), "CSTS.PP set while the new image starts");
+    let mut back = vec![0u8; 4096];
+    let read = ctrl.io(qid, nvm::read(1, 0, 0), Data::FromDevice(&mut back), Data::None).unwrap();
+    assert!(read.status().is_success() && back == block, "the read waits out the pause and completes");
+    assert!(!Csts::from_bits(ctrl.read_register(offset::CSTS).unwrap()).pp());
+    let mut id = vec![0u8; 4096];
+    assert!(ctrl
+        .admin(identify::identify(Cns::Controller, 0, 0), Data::FromDevice(&mut id))
+        .unwrap()
+        .status()
+        .is_success());
+    assert_eq!(IdentifyController::read_from_bytes(&id).unwrap().firmware().text, "NVT14A09");
+}
