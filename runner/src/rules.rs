@@ -482,3 +482,35 @@ pub fn format_crypto_unsupported() -> Rule {
          an unsupported value and the Format NVM completes with Invalid Field in Command",
     )
 }
+
+pub fn firmware_slot_log() -> Rule {
+    rule(
+        "NVMe 1.4 §5.14.1.3 Firmware Slot Information (Log Identifier 03h) and §5.12 Firmware Commit",
+        "FRS of a slot reports the revision of the image committed to it; AFI reports the slot running and, \
+         after a commit that activates at the next reset, that slot in bits 6:4; a commit that fails changes no slot",
+    )
+}
+
+pub fn firmware_activation() -> Rule {
+    rule(
+        "NVMe 1.4 §5.12 Firmware Commit (Commit Action) and Figure 247 FR",
+        "CA 000b activates nothing; CA 001b and 010b activate the image at the next reset, not before; CA 011b \
+         activates it at once; after activation Identify Controller FR reports the image's revision",
+    )
+}
+
+pub fn firmware_mtfa() -> Rule {
+    rule(
+        "NVMe 1.4 Figure 247 MTFA and §5.12 Firmware Commit (CA 011b)",
+        "an activation without reset stops processing commands (CSTS.PP) for at most MTFA; an activation that \
+         would take longer is refused with Firmware Activation Requires Maximum Time Violation",
+    )
+}
+
+pub fn firmware_commit_statuses() -> Rule {
+    rule(
+        "NVMe 1.4 §5.12 Firmware Commit, Figure 175 (Invalid Firmware Slot, Invalid Firmware Image)",
+        "a commit completes successfully when it can be carried out; a slot beyond FRMW's count, or a replace of a \
+         read-only slot, is Invalid Firmware Slot; an image that is not valid is Invalid Firmware Image",
+    )
+}

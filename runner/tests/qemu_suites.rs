@@ -1,4 +1,4 @@
-//! The `namespaces`, `trim` and `erase` suites against QEMU's NVMe controller, through the
+//! The `namespaces`, `trim`, `erase` and `firmware` suites against QEMU's NVMe controller, through the
 //! library as the binary runs them: `qemu:ns32`, `qemu:dual`, and `qemu:metadata`, whose
 //! namespaces all carry metadata (extended LBAs and separate buffers).
 //!
@@ -26,7 +26,7 @@ fn require_qemu() {
 }
 
 /// The suites [`check`] runs.
-const SUITES: [&str; 3] = ["namespaces", "trim", "erase"];
+const SUITES: [&str; 4] = ["namespaces", "trim", "erase", "firmware"];
 
 /// What each case concluded, by `suite::case`.
 fn run_suites(target: &str) -> BTreeMap<String, Verdict> {

@@ -137,9 +137,15 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("erase", "sanitize-power-cycle", "sanitize-lost-on-power-cycle", "loses power resumes"),
     ("erase", "sanitize-completes", "sanitize-never-completes", "runs to completion"),
     ("erase", "crypto-erase-unsupported", "fna-hides-crypto-erase", "FNA bit 2 and Figure 128"),
+    ("firmware", "commit-errors", "invalid-slot-accepted", "Figure 175"),
+    ("firmware", "replace-only", "firmware-slot-log-stale", "§5.14.1.3 Firmware Slot Information"),
+    ("firmware", "activate-at-reset", "firmware-revision-unchanged", "(Commit Action) and Figure 247 FR"),
+    ("firmware", "activate-existing-at-reset", "firmware-revision-unchanged", "(Commit Action) and Figure 247 FR"),
+    ("firmware", "activate-without-reset", "activation-needs-reset-silently", "(Commit Action) and Figure 247 FR"),
+    ("firmware", "activate-without-reset", "activation-beyond-mtfa", "Figure 247 MTFA"),
 ];
 
-const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail", "erase"];
+const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail", "erase", "firmware"];
 const CLEAN_PROFILES: &[&str] = &["enterprise-1.4", "enterprise-1.2a"];
 
 fn suite(name: &str) -> LoadedSuite {

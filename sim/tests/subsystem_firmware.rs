@@ -127,3 +127,32 @@ fn activation_without_reset_pauses_processing_and_io_carries_on() {
         .is_success());
     assert_eq!(IdentifyController::read_from_bytes(&id).unwrap().firmware().text, "NVT14A09");
 }
+
+#[test]
+fn firmware_quirks_break_their_rules() {
+    let quirked = |q: nvme_sim::subsystem::Quirk| (Subsystem::new(profile().with_quirk(q)).unwrap(), TestHost::new(1));
+    use nvme_sim::subsystem::Quirk;
+    let (mut sub, mut host) = quirked(Quirk::InvalidSlotAccepted);
+    status(host.admin(&mut sub, &firmware_commit(7, CommitAction::ActivateAtReset)), Status::SUCCESS);
+
+    let (mut sub, mut host) = quirked(Quirk::FirmwareSlotLogStale);
+    download(&mut sub, &mut host, &fw_image::build("NVT14A04", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::Replace)), Status::SUCCESS);
+    assert!(slot_log(&mut sub, &mut host).revision(2).is_none());
+
+    let (mut sub, mut host) = quirked(Quirk::FirmwareRevisionUnchanged);
+    download(&mut sub, &mut host, &fw_image::build("NVT14A05", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ReplaceAndActivateAtReset)), Status::SUCCESS);
+    sub.controller_enabled(1);
+    assert_eq!(fr(&mut sub, &mut host), "NVT14A01");
+
+    let (mut sub, mut host) = quirked(Quirk::ActivationNeedsResetSilently);
+    download(&mut sub, &mut host, &fw_image::build("NVT14A06", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ReplaceAndActivateNow)), Status::SUCCESS);
+    assert_eq!(fr(&mut sub, &mut host), "NVT14A01");
+
+    let (mut sub, mut host) = quirked(Quirk::ActivationBeyondMtfa);
+    download(&mut sub, &mut host, &fw_image::build("NVT14A07", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ReplaceAndActivateNow)), Status::SUCCESS);
+    assert_eq!(host.ctx.pause_ns, 2_000_000_000, "twice MTFA (1 s)");
+}

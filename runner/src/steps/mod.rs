@@ -12,6 +12,7 @@
 //! - [`checks`]: the named checks (`check: NAME`), each a rule implemented in Rust.
 //! - [`events`]: asynchronous events and the Changed Namespace List.
 //! - [`erase`]: Format NVM with a Secure Erase Setting, and Sanitize: erased data judged.
+//! - [`firmware`]: Firmware Image Download and Commit, the slot log and the running revision.
 //! - [`readback`]: after each namespace change, the lists and Identify data that must show it.
 
 pub mod arbitration;
@@ -21,6 +22,7 @@ pub mod erase;
 pub mod events;
 pub mod extent;
 pub mod facts;
+pub mod firmware;
 pub mod io;
 pub mod layout;
 pub mod namespaces;
@@ -358,6 +360,8 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         Step::PowerFail(p) => power_fail::power_fail(ctx, p),
         Step::FormatErase(f) => erase::format_erase(ctx, f),
         Step::Sanitize(s) => erase::sanitize(ctx, s),
+        Step::FirmwareUpdate(f) => firmware::firmware_update(ctx, f),
+        Step::FirmwareErrors {} => firmware::firmware_errors(ctx),
     }
 }
 

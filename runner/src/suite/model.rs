@@ -618,6 +618,36 @@ pub enum Step {
     /// and expects the Sanitize Operation Completed event. Skips on a controller before
     /// 1.3 or whose SANICAP lacks the action.
     Sanitize(SanitizeStep),
+    /// Firmware Image Download of nvtest's test image, then Firmware Commit with one
+    /// commit action (runner/src/steps/firmware.rs), judged on the Firmware Slot
+    /// Information log and on Identify Controller FR read from the drive, after the
+    /// Controller Reset the action needs. Skips when OACS bit 2 is clear, and when the
+    /// drive refuses the test image.
+    FirmwareUpdate(FirmwareUpdate),
+    /// Firmware Commit errors: a slot beyond FRMW's count, a replace of read-only slot 1,
+    /// an image with a wrong CRC — each with the status §5.12 assigns, the slots unchanged.
+    FirmwareErrors {},
+}
+
+/// The `firmware_update` step's fields.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FirmwareUpdate {
+    pub action: FirmwareAction,
+}
+
+/// A Firmware Commit action (CA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FirmwareAction {
+    /// 000b: into the slot, not activated.
+    Replace,
+    /// 001b: into the slot, activated at the next reset.
+    ReplaceAndActivateAtReset,
+    /// 010b: the image in the slot (put there first with 000b) activated at the next reset.
+    ActivateAtReset,
+    /// 011b: into the slot and activated without a reset.
+    ReplaceAndActivateNow,
 }
 
 /// The `format_erase` step's fields.

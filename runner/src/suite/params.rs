@@ -317,6 +317,7 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             parts.expect = expect.as_ref();
         }
         Step::Workload { jobs, qos: _ } => workload_jobs(&mut parts, jobs),
+        Step::FirmwareUpdate(_) | Step::FirmwareErrors {} => {}
         Step::FormatErase(f) => {
             if f.unsupported && f.ses != crate::suite::model::EraseSetting::Crypto {
                 parts.misuses.push((

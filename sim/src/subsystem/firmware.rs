@@ -18,7 +18,7 @@
 
 use serde::Deserialize;
 
-use super::Subsystem;
+use super::{Quirk, Subsystem};
 use crate::exec::{AsyncEvent, ControllerContext, DataPointer, Done};
 use nvme::spec::firmware::{download_extent, update_granularity, CommitAction, FirmwareCommitCdw10};
 use nvme::spec::log::LogPageId;
@@ -149,6 +149,10 @@ impl Subsystem {
             s => s,
         };
         if slot > model.slots {
+            if self.quirks.has(Quirk::InvalidSlotAccepted) {
+                // Quirk: success, nothing done (§5.12 Invalid Firmware Slot broken).
+                return Done::ok();
+            }
             return Done::err(Status::INVALID_FIRMWARE_SLOT);
         }
         if action.replaces() && slot == 1 && model.slot1_read_only {
@@ -166,7 +170,10 @@ impl Subsystem {
             }
         };
         if action.replaces() {
-            self.firmware.slots[slot as usize - 1] = Some(revision);
+            if !self.quirks.has(Quirk::FirmwareSlotLogStale) {
+                // Quirk `firmware-slot-log-stale`: FRS keeps what it had (log 03h broken).
+                self.firmware.slots[slot as usize - 1] = Some(revision);
+            }
             self.firmware.image.clear();
             self.firmware.received.clear();
         }
@@ -192,14 +199,34 @@ impl Subsystem {
                         log_page: LogPageId::FirmwareSlot as u8,
                     });
                 }
+                if self.quirks.has(Quirk::ActivationNeedsResetSilently) {
+                    // Quirk: success, the image runs only after a reset (§5.12 CA 011b broken).
+                    self.firmware.next = Some(slot);
+                    self.firmware.pending = Some(revision);
+                    return Done::ok();
+                }
                 // Processing pauses (CSTS.PP) while the new image starts; commands wait.
-                ctx.pause_ns = model.activation_ms.saturating_mul(1_000_000);
+                let pause_ms = if self.quirks.has(Quirk::ActivationBeyondMtfa) {
+                    // Quirk: paused for twice MTFA (Figure 247 MTFA broken).
+                    model.mtfa_ms.max(100) * 2
+                } else {
+                    model.activation_ms
+                };
+                ctx.pause_ns = pause_ms.saturating_mul(1_000_000);
                 self.firmware.active = slot;
                 self.firmware.next = None;
-                self.firmware.running = revision;
+                self.set_running(revision);
                 Done::ok()
             }
             CommitAction::Reserved(_) => Done::err(Status::INVALID_FIELD),
+        }
+    }
+
+    /// The revision now running: FR reports it.
+    fn set_running(&mut self, revision: [u8; 8]) {
+        if !self.quirks.has(Quirk::FirmwareRevisionUnchanged) {
+            // Quirk `firmware-revision-unchanged`: FR keeps the old revision (Figure 247 FR broken).
+            self.firmware.running = revision;
         }
     }
 
@@ -209,7 +236,7 @@ impl Subsystem {
         if let Some(slot) = self.firmware.next.take() {
             self.firmware.active = slot;
             if let Some(fr) = self.firmware.pending.take() {
-                self.firmware.running = fr;
+                self.set_running(fr);
             }
         }
     }

@@ -328,6 +328,21 @@ pub enum Quirk {
     /// Format NVM with SES 010b succeeds. Breaks Figure 247 FNA bit 2 / §5.23: an
     /// unsupported SES is Invalid Field in Command. (QEMU 10.0 behaves so.)
     FnaHidesCryptoErase,
+    /// A Firmware Commit that replaces a slot leaves FRS of that slot as it was. Breaks
+    /// §5.14.1.3 Firmware Slot Information: FRS reports the slot's revision.
+    FirmwareSlotLogStale,
+    /// Commit action 011b succeeds but the image runs only after a reset. Breaks §5.12
+    /// (CA 011b: activated immediately; otherwise a Firmware Activation Requires … Reset status).
+    ActivationNeedsResetSilently,
+    /// An activation without reset pauses processing for twice MTFA. Breaks Figure 247
+    /// MTFA (the most time processing stops) and §5.12.
+    ActivationBeyondMtfa,
+    /// After an activation Identify Controller FR still reports the old revision.
+    /// Breaks Figure 247 FR: the revision of the firmware running.
+    FirmwareRevisionUnchanged,
+    /// A Firmware Commit naming a slot beyond FRMW's count succeeds. Breaks §5.12,
+    /// Figure 175: Invalid Firmware Slot.
+    InvalidSlotAccepted,
 }
 
 impl Quirk {
@@ -418,6 +433,11 @@ impl Quirk {
         Quirk::SanitizeLostOnPowerCycle,
         Quirk::GlobalDataErasedNeverSet,
         Quirk::FnaHidesCryptoErase,
+        Quirk::FirmwareSlotLogStale,
+        Quirk::ActivationNeedsResetSilently,
+        Quirk::ActivationBeyondMtfa,
+        Quirk::FirmwareRevisionUnchanged,
+        Quirk::InvalidSlotAccepted,
     ];
 
     /// The name a profile uses for this quirk.
@@ -508,6 +528,11 @@ impl Quirk {
             Quirk::SanitizeLostOnPowerCycle => "sanitize-lost-on-power-cycle",
             Quirk::GlobalDataErasedNeverSet => "global-data-erased-never-set",
             Quirk::FnaHidesCryptoErase => "fna-hides-crypto-erase",
+            Quirk::FirmwareSlotLogStale => "firmware-slot-log-stale",
+            Quirk::ActivationNeedsResetSilently => "activation-needs-reset-silently",
+            Quirk::ActivationBeyondMtfa => "activation-beyond-mtfa",
+            Quirk::FirmwareRevisionUnchanged => "firmware-revision-unchanged",
+            Quirk::InvalidSlotAccepted => "invalid-slot-accepted",
         }
     }
 

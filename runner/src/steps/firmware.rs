@@ -1,0 +1,322 @@
+//! The firmware steps: `firmware_update` (Firmware Image Download, NVMe 1.4 §5.13, and
+//! Firmware Commit, §5.12, with one commit action, judged on the Firmware Slot
+//! Information log and on Identify Controller FR read from the drive) and
+//! `firmware_errors` (the commit and download statuses §5.12 and §5.13 assign).
+//!
+//! The image is nvtest's test image ([`nvme::fw_image`]) with a revision of its own. A
+//! drive that refuses it (Invalid Firmware Image — every real drive) skips the cases that
+//! need an image it accepts, saying so: activating firmware on a lab's drive needs the
+//! vendor's image. After an activation the revision is read with Identify from the
+//! drive itself (never a kernel's cached copy), and the slot log must agree.
+
+use nvme::device::Data;
+use nvme::fw_image;
+use nvme::spec::firmware::{
+    firmware_commit, firmware_image_download, max_activation_ms, update_granularity, CommitAction,
+};
+use nvme::spec::identify::{identify, Cns, IdentifyController};
+use nvme::spec::log::{get_log_page, FirmwareSlotLog, LogPageId};
+use nvme::spec::registers::{offset, Csts};
+use nvme::spec::Status;
+use zerocopy::{FromZeros, IntoBytes};
+
+use super::{CaseContext, StepError, StepResult};
+use crate::rules;
+use crate::suite::model::{FirmwareAction, FirmwareUpdate};
+
+/// A revision for this case's test image: `NVTF` and four hex digits of the seed.
+fn test_revision(seed: u64) -> String {
+    format!("NVTF{:04X}", seed & 0xFFFF)
+}
+
+/// OACS bit 2, or the skip naming it.
+fn require_firmware_commands(ctx: &CaseContext<'_>) -> StepResult {
+    if ctx.facts.identify.oacs.firmware() {
+        Ok(())
+    } else {
+        Err(StepError::Skip(
+            "Identify Controller OACS bit 2 (Firmware Commit and Firmware Image Download) is clear".into(),
+        ))
+    }
+}
+
+/// The Firmware Slot Information log.
+fn slot_log(ctx: &mut CaseContext<'_>, when: &str) -> StepResult<FirmwareSlotLog> {
+    let mut log = FirmwareSlotLog::new_zeroed();
+    let what = format!("Get Log Page 03h (Firmware Slot Information) {when}");
+    let cmd = get_log_page(LogPageId::FirmwareSlot, 0xFFFF_FFFF, 512, 0, false)
+        .map_err(|e| StepError::Error(e.to_string()))?;
+    let c = ctx.admin(&what, cmd, Data::FromDevice(log.as_mut_bytes()))?;
+    ctx.require_success(&what, &c)?;
+    ctx.log.push(format!(
+        "  AFI active slot {}, next {}; FRS {}",
+        log.afi.active_slot(),
+        log.afi.next_slot(),
+        (1..=7).map(|s| log.revision(s).map_or("-".to_string(), |r| r.text)).collect::<Vec<_>>().join(", ")
+    ));
+    Ok(log)
+}
+
+/// Identify Controller FR, read from the drive.
+fn running_revision(ctx: &mut CaseContext<'_>, when: &str) -> StepResult<String> {
+    let mut id = IdentifyController::new_zeroed();
+    let what = format!("Identify CNS 01h (Identify Controller) {when}");
+    let c = ctx.admin(&what, identify(Cns::Controller, 0, 0), Data::FromDevice(id.as_mut_bytes()))?;
+    ctx.require_success(&what, &c)?;
+    let fr = id.firmware().text;
+    ctx.log.push(format!("  FR {fr}"));
+    Ok(fr)
+}
+
+/// Downloads `image` in pieces of FWUG (4 KiB when FWUG gives none), requiring success.
+fn download(ctx: &mut CaseContext<'_>, image: &[u8]) -> StepResult {
+    let piece = update_granularity(ctx.facts.identify.fwug).unwrap_or(4096).min(1 << 20) as usize;
+    for (k, chunk) in image.chunks(piece).enumerate() {
+        let at = (k * piece) as u64;
+        let cmd = firmware_image_download(chunk.len() as u32, at)
+            .ok_or_else(|| StepError::Error("a test image piece is not whole dwords".into()))?;
+        let what = format!("Firmware Image Download {} bytes at offset {at}", chunk.len());
+        let c = ctx.admin(&what, cmd, Data::ToDevice(chunk))?;
+        ctx.require_success(&what, &c)?;
+    }
+    Ok(())
+}
+
+/// The slot a case writes: the first slot neither read-only nor running, else the
+/// running slot when it is writable (a drive of two slots whose second runs).
+fn writable_slot(ctx: &CaseContext<'_>, log: &FirmwareSlotLog) -> StepResult<u8> {
+    let frmw = ctx.facts.identify.frmw;
+    let writable = |s: &u8| !(*s == 1 && frmw.slot1_read_only());
+    let active = log.afi.active_slot();
+    (1..=frmw.slots()).filter(writable).find(|s| *s != active).or((1..=frmw.slots()).find(|s| writable(s))).ok_or_else(
+        || {
+            StepError::Skip(format!(
+                "no firmware slot to write: FRMW reports {} slot(s), slot 1 read-only {}",
+                frmw.slots(),
+                frmw.slot1_read_only()
+            ))
+        },
+    )
+}
+
+/// Commits, turning a refusal of nvtest's test image into the skip it is.
+fn commit(ctx: &mut CaseContext<'_>, slot: u8, action: CommitAction, what: &str) -> StepResult<Status> {
+    let c = ctx.admin(what, firmware_commit(slot, action), Data::None)?;
+    let status = c.status();
+    if status.same_code(&Status::INVALID_FIRMWARE_IMAGE) && action.replaces() {
+        return Err(StepError::Skip(format!(
+            "the drive refused nvtest's test image ({what} -> Invalid Firmware Image): activating firmware needs an \
+             image this drive accepts"
+        )));
+    }
+    Ok(status)
+}
+
+/// `firmware_update`.
+pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepResult {
+    require_firmware_commands(ctx)?;
+    let frmw = ctx.facts.identify.frmw;
+    let now = f.action == FirmwareAction::ReplaceAndActivateNow;
+    if now && !frmw.activation_without_reset() {
+        return Err(StepError::Skip(
+            "Identify Controller FRMW bit 4 (firmware activation without reset) is clear".into(),
+        ));
+    }
+    let before = slot_log(ctx, "before")?;
+    let old_fr = running_revision(ctx, "before")?;
+    let slot = writable_slot(ctx, &before)?;
+    let revision = test_revision(ctx.seed);
+    let image = fw_image::build(&revision, 64 * 1024);
+    download(ctx, &image)?;
+    let action = match f.action {
+        FirmwareAction::Replace => CommitAction::Replace,
+        FirmwareAction::ReplaceAndActivateAtReset => CommitAction::ReplaceAndActivateAtReset,
+        // The slot gets the image first, then the existing image is activated.
+        FirmwareAction::ActivateAtReset => {
+            let what = format!("Firmware Commit FS {slot} CA 000b (replace)");
+            let status = commit(ctx, slot, CommitAction::Replace, &what)?;
+            expect_success(ctx, &what, status)?;
+            CommitAction::ActivateAtReset
+        }
+        FirmwareAction::ReplaceAndActivateNow => CommitAction::ReplaceAndActivateNow,
+    };
+    let what = format!("Firmware Commit FS {slot} CA {:03b}b", action.into_bits());
+    let status = commit(ctx, slot, action, &what)?;
+    let mut at_reset = matches!(action, CommitAction::ReplaceAndActivateAtReset | CommitAction::ActivateAtReset);
+    if now {
+        // The image may need a reset after all: success-with-information statuses.
+        let needs_reset = [
+            Status::FIRMWARE_ACTIVATION_REQUIRES_CONVENTIONAL_RESET,
+            Status::FIRMWARE_ACTIVATION_REQUIRES_NVM_SUBSYSTEM_RESET,
+            Status::FIRMWARE_ACTIVATION_REQUIRES_CONTROLLER_LEVEL_RESET,
+            Status::FIRMWARE_ACTIVATION_REQUIRES_MAX_TIME_VIOLATION,
+        ];
+        if needs_reset.iter().any(|s| s.same_code(&status)) {
+            ctx.log.push(format!("the commit reported {status}: the image runs after a reset"));
+            at_reset = true;
+        } else {
+            expect_success(ctx, &what, status)?;
+            activation_within_mtfa(ctx, &what)?;
+        }
+    } else {
+        expect_success(ctx, &what, status)?;
+    }
+    let after = slot_log(ctx, "after the commit")?;
+    if after.revision(slot).map(|r| r.text) != Some(revision.clone()) {
+        return Err(ctx.fail_rule(
+            rules::firmware_slot_log(),
+            what,
+            format!("FRS{slot} {}", after.revision(slot).map_or("empty".to_string(), |r| r.text)),
+            format!("FRS{slot} {revision}, the revision of the image committed"),
+        ));
+    }
+    if at_reset {
+        if after.afi.next_slot() != slot {
+            return Err(ctx.fail_rule(
+                rules::firmware_slot_log(),
+                what,
+                format!("AFI next slot {}", after.afi.next_slot()),
+                format!("AFI bits 6:4 = {slot}, the slot activated at the next reset"),
+            ));
+        }
+        if running_revision(ctx, "before the reset")? != old_fr {
+            return Err(ctx.fail_rule(
+                rules::firmware_activation(),
+                what,
+                "FR changed before any reset".to_string(),
+                format!("FR {old_fr} until the reset that activates the image"),
+            ));
+        }
+        ctx.device.controller_reset()?;
+        ctx.log.push("Controller Reset (activates the committed image)".into());
+    } else if f.action == FirmwareAction::Replace {
+        let fr = running_revision(ctx, "after the commit")?;
+        if fr != old_fr || after.afi.active_slot() != before.afi.active_slot() {
+            return Err(ctx.fail_rule(
+                rules::firmware_activation(),
+                what,
+                format!("FR {fr}, AFI active slot {}", after.afi.active_slot()),
+                format!("FR {old_fr} and slot {} still running: CA 000b activates nothing", before.afi.active_slot()),
+            ));
+        }
+        return Ok(());
+    }
+    let fr = running_revision(ctx, "after the activation")?;
+    let log = slot_log(ctx, "after the activation")?;
+    if fr != revision || log.afi.active_slot() != slot {
+        return Err(ctx.fail_rule(
+            rules::firmware_activation(),
+            format!("{what}{}", if at_reset { "; then a Controller Reset" } else { "" }),
+            format!("FR {fr}, AFI active slot {}", log.afi.active_slot()),
+            format!("FR {revision} running from slot {slot}"),
+        ));
+    }
+    Ok(())
+}
+
+fn expect_success(ctx: &CaseContext<'_>, what: &str, status: Status) -> StepResult {
+    if status.is_success() {
+        return Ok(());
+    }
+    Err(ctx.fail_rule(rules::firmware_commit_statuses(), what, status.to_string(), "Successful Completion"))
+}
+
+/// After a commit with CA 011b: processing resumes (CSTS.PP clears) within MTFA, as
+/// far as the target shows its registers.
+fn activation_within_mtfa(ctx: &mut CaseContext<'_>, what: &str) -> StepResult {
+    let Some(mtfa) = max_activation_ms(ctx.facts.identify.mtfa) else {
+        ctx.log.push("MTFA 0: no maximum activation time reported, none judged".into());
+        return Ok(());
+    };
+    let step = 10;
+    let mut waited = 0;
+    loop {
+        let Some(regs) = ctx.device.registers() else {
+            ctx.log.push("the target shows no registers: CSTS.PP not followed".into());
+            return Ok(());
+        };
+        let csts = Csts::from_bits(regs.read32(offset::CSTS).map_err(|e| StepError::Error(e.to_string()))?);
+        if !csts.pp() {
+            ctx.log.push(format!("CSTS.PP clear within {waited} ms of the commit (MTFA {mtfa} ms)"));
+            return Ok(());
+        }
+        if waited > mtfa {
+            return Err(ctx.fail_rule(
+                rules::firmware_mtfa(),
+                what.to_string(),
+                format!("CSTS.PP still set {waited} ms after the commit completed"),
+                format!("processing resumed within MTFA ({mtfa} ms)"),
+            ));
+        }
+        ctx.device.wait(step)?;
+        waited += step;
+    }
+}
+
+/// `firmware_errors`: a slot beyond FRMW's count, a replace of read-only slot 1, an
+/// image that is not one, a reserved commit action, each with the status §5.12 gives.
+pub fn firmware_errors(ctx: &mut CaseContext<'_>) -> StepResult {
+    require_firmware_commands(ctx)?;
+    let frmw = ctx.facts.identify.frmw;
+    let mut checked = Vec::new();
+    let mut corrupt = fw_image::build(&test_revision(ctx.seed), 16 * 1024);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xFF;
+    download(ctx, &corrupt)?;
+    let mut cases: Vec<(u8, CommitAction, Status, &str)> = Vec::new();
+    // Activating (CA 010b) a slot beyond the count involves no image: only the slot is wrong.
+    if frmw.slots() < 7 {
+        let beyond = frmw.slots() + 1;
+        cases.push((
+            beyond,
+            CommitAction::ActivateAtReset,
+            Status::INVALID_FIRMWARE_SLOT,
+            "a slot beyond FRMW's count",
+        ));
+    }
+    let log = slot_log(ctx, "before the error cases")?;
+    if let Ok(slot) = writable_slot(ctx, &log) {
+        cases.push((slot, CommitAction::Replace, Status::INVALID_FIRMWARE_IMAGE, "an image whose CRC is wrong"));
+    }
+    for (slot, action, wanted, why) in cases {
+        let what = format!("Firmware Commit FS {slot} CA {:03b}b ({why})", action.into_bits());
+        let c = ctx.admin(&what, firmware_commit(slot, action), Data::None)?;
+        if !c.status().same_code(&wanted) {
+            return Err(ctx.fail_rule(
+                rules::firmware_commit_statuses(),
+                what,
+                c.status().to_string(),
+                wanted.to_string(),
+            ));
+        }
+        checked.push(why);
+    }
+    if frmw.slot1_read_only() {
+        // A drive may judge the image before the slot: then the read-only rule is not judged.
+        let what = "Firmware Commit FS 1 CA 000b (slot 1, read-only: FRMW bit 0)";
+        let c = ctx.admin(what, firmware_commit(1, CommitAction::Replace), Data::None)?;
+        let status = c.status();
+        if status.same_code(&Status::INVALID_FIRMWARE_IMAGE) {
+            ctx.log.push("slot 1 read-only not judged: the drive refused the image before looking at the slot".into());
+        } else if !status.same_code(&Status::INVALID_FIRMWARE_SLOT) {
+            return Err(ctx.fail_rule(
+                rules::firmware_commit_statuses(),
+                what,
+                status.to_string(),
+                "Invalid Firmware Slot (or Invalid Firmware Image, had the drive judged the image first)",
+            ));
+        } else {
+            checked.push("slot 1, read-only (FRMW bit 0)");
+        }
+    }
+    ctx.log.push(format!("checked: {}", checked.join("; ")));
+    if slot_log(ctx, "after the error cases")? != log {
+        return Err(ctx.fail_rule(
+            rules::firmware_slot_log(),
+            "the refused commits above".to_string(),
+            "the Firmware Slot Information log changed".to_string(),
+            "no slot changed by a commit that failed",
+        ));
+    }
+    Ok(())
+}
