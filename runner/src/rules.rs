@@ -514,3 +514,13 @@ pub fn firmware_commit_statuses() -> Rule {
          read-only slot, is Invalid Firmware Slot; an image that is not valid is Invalid Firmware Image",
     )
 }
+
+pub fn firmware_activation_notice() -> Rule {
+    rule(
+        "NVMe 1.4 §5.2 Asynchronous Event Request, Figure 145 (Notice 01h Firmware Activation Starting) and Figure \
+         247 OAES bit 9",
+        "a controller that reports Firmware Activation Notices (OAES bit 9), with AEC bit 9 set, reports \
+         Firmware Activation Starting to an outstanding Asynchronous Event Request when an activation without \
+         reset begins",
+    )
+}

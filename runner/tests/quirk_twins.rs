@@ -143,6 +143,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("firmware", "activate-existing-at-reset", "firmware-revision-unchanged", "(Commit Action) and Figure 247 FR"),
     ("firmware", "activate-without-reset", "activation-needs-reset-silently", "(Commit Action) and Figure 247 FR"),
     ("firmware", "activate-without-reset", "activation-beyond-mtfa", "Figure 247 MTFA"),
+    ("firmware", "activate-without-reset", "no-activation-notice", "Firmware Activation Starting"),
 ];
 
 const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail", "erase", "firmware"];

@@ -155,4 +155,24 @@ fn firmware_quirks_break_their_rules() {
     download(&mut sub, &mut host, &fw_image::build("NVT14A07", 4096));
     status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ReplaceAndActivateNow)), Status::SUCCESS);
     assert_eq!(host.ctx.pause_ns, 2_000_000_000, "twice MTFA (1 s)");
+
+    for (quirk, notices) in [(None, 1), (Some(Quirk::NoActivationNotice), 0)] {
+        let p = match quirk {
+            Some(q) => profile().with_quirk(q),
+            None => profile(),
+        };
+        let (mut sub, mut host) = (Subsystem::new(p).unwrap(), TestHost::new(1));
+        let aec = nvme::spec::features::AsyncEventConfiguration::new().with_firmware_activation_notices(true);
+        let set = nvme::spec::features::set_features(
+            nvme::spec::features::FeatureId::AsyncEventConfiguration,
+            false,
+            0,
+            aec.into(),
+        );
+        status(host.admin(&mut sub, &set), Status::SUCCESS);
+        download(&mut sub, &mut host, &fw_image::build("NVT14A08", 4096));
+        status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ReplaceAndActivateNow)), Status::SUCCESS);
+        let starting = host.ctx.events.iter().filter(|e| e.event_type == 2 && e.info == 1 && e.log_page == 3).count();
+        assert_eq!(starting, notices, "{quirk:?}");
+    }
 }

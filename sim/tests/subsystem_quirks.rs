@@ -88,9 +88,9 @@ fn every_quirk_has_a_test_here() {
     // sanitize-no-completion-event, sanitize-lost-on-power-cycle,
     // global-data-erased-never-set, fna-hides-crypto-erase) are in subsystem_erase.rs;
     // the five of firmware (firmware-slot-log-stale, activation-needs-reset-silently,
-    // activation-beyond-mtfa, firmware-revision-unchanged, invalid-slot-accepted) in
-    // subsystem_firmware.rs.
-    assert_eq!(Quirk::ALL.len(), 90);
+    // activation-beyond-mtfa, firmware-revision-unchanged, invalid-slot-accepted,
+    // no-activation-notice) in subsystem_firmware.rs.
+    assert_eq!(Quirk::ALL.len(), 91);
 }
 
 // ---------------------------------------------------------------------------------------

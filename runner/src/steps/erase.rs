@@ -629,22 +629,12 @@ fn drain_events(ctx: &mut CaseContext<'_>) -> StepResult {
 /// The Sanitize Operation Completed event (I/O Command Specific status 01h, or 02h
 /// With Unexpected Deallocation), within a few polls of the completion.
 fn expect_completion_event(ctx: &mut CaseContext<'_>, sanitize: &str) -> StepResult {
-    let mut seen = Vec::new();
-    for _ in 0..20 {
-        for c in ctx.device.take_async_events()? {
-            let e = AsyncEventCompletion::from_dw0(c.dw0);
-            ctx.log.push(format!("Asynchronous Event DW0 {:#x}", c.dw0));
-            let completed = [EVENT_SANITIZE_COMPLETED, EVENT_SANITIZE_COMPLETED_UNEXPECTED_DEALLOCATION];
-            if e.event_type == EVENT_TYPE_IO_COMMAND_SPECIFIC
-                && completed.contains(&e.info)
-                && e.log_page == LogPageId::SanitizeStatus as u8
-            {
-                return Ok(());
-            }
-            seen.push(format!("{:#x}", c.dw0));
-        }
-        ctx.device.wait(50)?;
-    }
+    let completed = |e: &AsyncEventCompletion| {
+        e.event_type == EVENT_TYPE_IO_COMMAND_SPECIFIC
+            && [EVENT_SANITIZE_COMPLETED, EVENT_SANITIZE_COMPLETED_UNEXPECTED_DEALLOCATION].contains(&e.info)
+            && e.log_page == LogPageId::SanitizeStatus as u8
+    };
+    let Err(seen) = events::await_event(ctx, &completed)? else { return Ok(()) };
     Err(ctx.fail_rule(
         rules::sanitize_event(),
         format!("{sanitize}, an Asynchronous Event Request outstanding; then waited 1 s after completion"),

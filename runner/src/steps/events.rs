@@ -97,7 +97,7 @@ pub fn expect_namespace_changed(ctx: &mut CaseContext<'_>, ns: &NsRef) -> StepRe
 }
 
 /// Reads (and so clears) the Changed Namespace List.
-fn read_changed_list(ctx: &mut CaseContext<'_>) -> StepResult<ChangedNamespaceList> {
+pub(crate) fn read_changed_list(ctx: &mut CaseContext<'_>) -> StepResult<ChangedNamespaceList> {
     let mut list = ChangedNamespaceList::new_zeroed();
     let what = "Get Log Page 04h (Changed Namespace List), 4096 bytes";
     let cmd = get_log_page(LogPageId::ChangedNamespaceList, 0xFFFF_FFFF, 4096, 0, false)
@@ -105,4 +105,25 @@ fn read_changed_list(ctx: &mut CaseContext<'_>) -> StepResult<ChangedNamespaceLi
     let c = ctx.admin(what, cmd, Data::FromDevice(list.as_mut_bytes()))?;
     ctx.require_success(what, &c)?;
     Ok(list)
+}
+
+/// Waits up to about a second (20 polls, 50 ms apart on the target's clock) for an
+/// asynchronous event `wanted` accepts. `Err` holds the DW0 of the events that came
+/// instead (empty: none).
+pub(crate) fn await_event(
+    ctx: &mut CaseContext<'_>,
+    wanted: &dyn Fn(&AsyncEventCompletion) -> bool,
+) -> StepResult<Result<(), Vec<String>>> {
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        for c in ctx.device.take_async_events()? {
+            ctx.log.push(format!("Asynchronous Event DW0 {:#x}", c.dw0));
+            if wanted(&AsyncEventCompletion::from_dw0(c.dw0)) {
+                return Ok(Ok(()));
+            }
+            seen.push(format!("{:#x}", c.dw0));
+        }
+        ctx.device.wait(50)?;
+    }
+    Ok(Err(seen))
 }

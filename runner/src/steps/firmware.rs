@@ -11,11 +11,14 @@
 
 use nvme::device::Data;
 use nvme::fw_image;
+use nvme::spec::features::{get_features, set_features, AsyncEventConfiguration, FeatureId, Select};
+use nvme::spec::firmware::NOTICE_FIRMWARE_ACTIVATION_STARTING;
 use nvme::spec::firmware::{
     firmware_commit, firmware_image_download, max_activation_ms, update_granularity, CommitAction,
 };
 use nvme::spec::identify::{identify, Cns, IdentifyController};
 use nvme::spec::log::{get_log_page, FirmwareSlotLog, LogPageId};
+use nvme::spec::queue::{event_type, AsyncEventCompletion};
 use nvme::spec::registers::{offset, Csts};
 use nvme::spec::Status;
 use zerocopy::{FromZeros, IntoBytes};
@@ -140,6 +143,10 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
         }
         FirmwareAction::ReplaceAndActivateNow => CommitAction::ReplaceAndActivateNow,
     };
+    let notice = now && ctx.facts.identify.oaes.firmware_activation_notices();
+    if notice {
+        enable_activation_notices(ctx)?;
+    }
     let what = format!("Firmware Commit FS {slot} CA {:03b}b", action.into_bits());
     let status = commit(ctx, slot, action, &what)?;
     let mut at_reset = matches!(action, CommitAction::ReplaceAndActivateAtReset | CommitAction::ActivateAtReset);
@@ -157,6 +164,9 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
         } else {
             expect_success(ctx, &what, status)?;
             activation_within_mtfa(ctx, &what)?;
+            if notice {
+                expect_activation_notice(ctx, &what)?;
+            }
         }
     } else {
         expect_success(ctx, &what, status)?;
@@ -212,6 +222,49 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
         ));
     }
     Ok(())
+}
+
+/// AEC bit 9 (Firmware Activation Notices) set and an Asynchronous Event Request
+/// outstanding, earlier events drained.
+fn enable_activation_notices(ctx: &mut CaseContext<'_>) -> StepResult {
+    let what = "Get Features 0Bh (Asynchronous Event Configuration), current";
+    let c = ctx.admin(what, get_features(FeatureId::AsyncEventConfiguration, Select::Current, 0, 0), Data::None)?;
+    ctx.require_success(what, &c)?;
+    let config = AsyncEventConfiguration::from_bits(c.dw0).with_firmware_activation_notices(true);
+    let what = format!("Set Features 0Bh (Asynchronous Event Configuration) {:#x}", config.into_bits());
+    let cmd = set_features(FeatureId::AsyncEventConfiguration, false, 0, config.into_bits());
+    let c = ctx.admin(&what, cmd, Data::None)?;
+    ctx.require_success(&what, &c)?;
+    if !ctx.events_armed {
+        ctx.device.arm_async_events(1)?;
+        ctx.events_armed = true;
+    }
+    for c in ctx.device.take_async_events()? {
+        ctx.log.push(format!("Asynchronous Event (before the commit) DW0 {:#x}", c.dw0));
+    }
+    // A notice reported earlier (a namespace change of this or an earlier case) masks
+    // further notices until its log page is read (§5.2): the Changed Namespace List is
+    // read so that the activation's notice can be reported.
+    if ctx.facts.identify.oaes.namespace_attribute_notices() {
+        super::events::read_changed_list(ctx)?;
+    }
+    Ok(())
+}
+
+/// The Firmware Activation Starting notice (type 010b, information 01h, log page 03h).
+fn expect_activation_notice(ctx: &mut CaseContext<'_>, what: &str) -> StepResult {
+    let starting = |e: &AsyncEventCompletion| {
+        e.event_type == event_type::NOTICE
+            && e.info == NOTICE_FIRMWARE_ACTIVATION_STARTING
+            && e.log_page == LogPageId::FirmwareSlot as u8
+    };
+    let Err(seen) = super::events::await_event(ctx, &starting)? else { return Ok(()) };
+    Err(ctx.fail_rule(
+        rules::firmware_activation_notice(),
+        format!("{what}, AEC bit 9 set and an Asynchronous Event Request outstanding; then waited 1 s"),
+        if seen.is_empty() { "no asynchronous event".to_string() } else { format!("events {}", seen.join(", ")) },
+        "a notice (type 010b) with information 01h (Firmware Activation Starting) and log page 03h",
+    ))
 }
 
 fn expect_success(ctx: &CaseContext<'_>, what: &str, status: Status) -> StepResult {

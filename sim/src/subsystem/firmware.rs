@@ -192,7 +192,8 @@ impl Subsystem {
                     self.firmware.pending = Some(revision);
                     return Done::err(Status::FIRMWARE_ACTIVATION_REQUIRES_MAX_TIME_VIOLATION);
                 }
-                if self.controller.features.firmware_notices_enabled() {
+                // Quirk `no-activation-notice`: the notice is never raised (§5.2 broken).
+                if self.controller.features.firmware_notices_enabled() && !self.quirks.has(Quirk::NoActivationNotice) {
                     ctx.events.push(AsyncEvent {
                         event_type: super::log::EVENT_TYPE_NOTICE,
                         info: nvme::spec::firmware::NOTICE_FIRMWARE_ACTIVATION_STARTING,

@@ -343,6 +343,9 @@ pub enum Quirk {
     /// A Firmware Commit naming a slot beyond FRMW's count succeeds. Breaks §5.12,
     /// Figure 175: Invalid Firmware Slot.
     InvalidSlotAccepted,
+    /// No Firmware Activation Starting notice when an activation without reset begins,
+    /// though OAES bit 9 is set and enabled. Breaks §5.2 (Notice 01h).
+    NoActivationNotice,
 }
 
 impl Quirk {
@@ -438,6 +441,7 @@ impl Quirk {
         Quirk::ActivationBeyondMtfa,
         Quirk::FirmwareRevisionUnchanged,
         Quirk::InvalidSlotAccepted,
+        Quirk::NoActivationNotice,
     ];
 
     /// The name a profile uses for this quirk.
@@ -533,6 +537,7 @@ impl Quirk {
             Quirk::ActivationBeyondMtfa => "activation-beyond-mtfa",
             Quirk::FirmwareRevisionUnchanged => "firmware-revision-unchanged",
             Quirk::InvalidSlotAccepted => "invalid-slot-accepted",
+            Quirk::NoActivationNotice => "no-activation-notice",
         }
     }
 
