@@ -7,10 +7,10 @@
 //! NVMe passthrough. A [`crate::device::Device`] hands one out with
 //! [`crate::device::Device::queued_io`].
 
-use crate::device::DeviceError;
+use crate::device::{Data, DeviceError};
 pub use crate::driver::{Reaped, Transfer};
 use crate::spec::queue::QueuePriority;
-use crate::spec::Command;
+use crate::spec::{Command, Completion};
 
 /// One queue a workload asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +72,14 @@ pub trait QueuedIo {
     /// Ends the workload's use of the queues: commands still in flight are given up on
     /// and the queues removed. Dropping the handle does the same, ignoring errors.
     fn close(self: Box<Self>) -> Result<(), DeviceError>;
+
+    /// Sends an admin command and waits for its completion while the workload's commands
+    /// stay queued (a Firmware Commit under load, §5.12): their completions wait in their
+    /// queues for the next [`Self::poll`]. The default: the target cannot.
+    fn admin(&mut self, cmd: Command, data: Data<'_>) -> Result<Completion, DeviceError> {
+        let _ = (cmd, data);
+        Err(DeviceError::Unsupported("the target cannot send admin commands while a workload runs".into()))
+    }
 
     /// Cuts the drive's power now, with whatever is in flight (the power-fail work):
     /// the queues are gone with the power, their commands never complete. `seed` draws

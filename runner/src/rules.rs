@@ -507,6 +507,14 @@ pub fn firmware_mtfa() -> Rule {
     )
 }
 
+pub fn firmware_activation_io() -> Rule {
+    rule(
+        "NVMe 1.4 §5.12 Firmware Commit (CA 011b) and §3.1.6 CSTS.PP",
+        "an activation without reset pauses processing and then resumes it with the new image: the commands \
+         queued across it complete successfully and the namespaces keep their data",
+    )
+}
+
 pub fn firmware_commit_statuses() -> Rule {
     rule(
         "NVMe 1.4 §5.12 Firmware Commit, Figure 175 (Invalid Firmware Slot, Invalid Firmware Image)",

@@ -144,6 +144,8 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("firmware", "activate-without-reset", "activation-needs-reset-silently", "(Commit Action) and Figure 247 FR"),
     ("firmware", "activate-without-reset", "activation-beyond-mtfa", "Figure 247 MTFA"),
     ("firmware", "activate-without-reset", "no-activation-notice", "Firmware Activation Starting"),
+    ("firmware", "activate-without-reset-under-load", "io-fails-during-activation", "§3.1.6 CSTS.PP"),
+    ("firmware", "activate-without-reset-under-load", "activation-beyond-mtfa", "Figure 247 MTFA"),
 ];
 
 const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail", "erase", "firmware"];

@@ -118,6 +118,10 @@ pub struct ControllerContext {
     /// take back: the engine hands it to [`CommandSet::change_completed`] when it posts
     /// the command's completion (never, if it does not).
     pub change: Option<u64>,
+    /// Set by the command set on every I/O command: the speed of the firmware running, in
+    /// percent of the service model's (a profile's `firmware.performance`); `None`: the
+    /// model's own. The engine stretches the command's service time by 100 / percent.
+    pub service_percent: Option<u32>,
 }
 
 /// The admin and NVM command set of the subsystem. Queue-management commands (Create /

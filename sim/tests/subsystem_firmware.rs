@@ -176,3 +176,35 @@ fn firmware_quirks_break_their_rules() {
         assert_eq!(starting, notices, "{quirk:?}");
     }
 }
+
+#[test]
+fn a_revisions_performance_applies_while_it_runs() {
+    let mut p = profile();
+    p.firmware.as_mut().unwrap().performance = [("NVTP*".to_string(), 50), ("NVT14A01".to_string(), 120)].into();
+    let (mut sub, mut host) = (Subsystem::new(p).unwrap(), TestHost::new(1));
+    let block = vec![0x11u8; 4096];
+    status(host.write(&mut sub, 1, 0, 0, &block), Status::SUCCESS);
+    assert_eq!(host.ctx.service_percent, Some(120), "the shipped revision's own figure");
+    download(&mut sub, &mut host, &fw_image::build("NVTP0001", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ReplaceAndActivateNow)), Status::SUCCESS);
+    status(host.read(&mut sub, 1, 0, 0, 4096).0, Status::SUCCESS);
+    assert_eq!(host.ctx.service_percent, Some(50), "a prefix key matches the new revision");
+    download(&mut sub, &mut host, &fw_image::build("NVT99999", 4096));
+    status(host.admin(&mut sub, &firmware_commit(3, CommitAction::ReplaceAndActivateNow)), Status::SUCCESS);
+    status(host.read(&mut sub, 1, 0, 0, 4096).0, Status::SUCCESS);
+    assert_eq!(host.ctx.service_percent, None, "a revision not named runs at the model's speed");
+}
+
+#[test]
+fn io_fails_during_activation_quirk_fails_io_just_after_the_pause() {
+    use nvme_sim::subsystem::Quirk;
+    let (mut sub, mut host) =
+        (Subsystem::new(profile().with_quirk(Quirk::IoFailsDuringActivation)).unwrap(), TestHost::new(1));
+    download(&mut sub, &mut host, &fw_image::build("NVT14A0A", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ReplaceAndActivateNow)), Status::SUCCESS);
+    let pause = host.ctx.pause_ns;
+    host.ctx.now_ns += pause + 1_000_000;
+    status(host.read(&mut sub, 1, 0, 0, 4096).0, Status::INTERNAL_ERROR);
+    host.ctx.now_ns += 60_000_000;
+    status(host.read(&mut sub, 1, 0, 0, 4096).0, Status::SUCCESS);
+}

@@ -5,11 +5,11 @@
 //! path can disturb its queues; closing it (or dropping it) deletes them again (Delete
 //! I/O Submission Queue, then Delete I/O Completion Queue, §5.6 / §5.5).
 
-use crate::device::DeviceError;
+use crate::device::{Data, DeviceError};
 use crate::driver::controller::Controller;
 use crate::driver::queue::{IoQueuePair, Reaped, Transfer};
 use crate::queued::{QueueSpec, QueuedIo};
-use crate::spec::Command;
+use crate::spec::{Command, Completion};
 
 /// Queues of one controller created for a workload, numbered in the order asked for.
 pub struct QueueSet<'a> {
@@ -121,6 +121,11 @@ impl QueuedIo for QueueSet<'_> {
 
     fn close(mut self: Box<Self>) -> Result<(), DeviceError> {
         self.delete_all()
+    }
+
+    fn admin(&mut self, cmd: Command, data: Data<'_>) -> Result<Completion, DeviceError> {
+        // The controller's own admin queue: the workload's I/O queues are not touched.
+        crate::device::Device::admin(&mut *self.controller, cmd, data)
     }
 
     fn power_cut(mut self: Box<Self>, seed: u64) -> Result<(), DeviceError> {

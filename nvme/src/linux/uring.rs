@@ -454,6 +454,12 @@ impl QueuedIo for UringQueues<'_> {
         self.shut_down()
     }
 
+    /// The controller node's admin passthrough ioctl, beside the ring: the kernel sends
+    /// it on its admin queue while the ring's commands stay on the I/O queues.
+    fn admin(&mut self, cmd: Command, data: crate::device::Data<'_>) -> Result<crate::spec::Completion, DeviceError> {
+        Device::admin(&mut *self.device, cmd, data)
+    }
+
     /// The rig cuts the power with the commands in flight; the driver ends them when the
     /// function goes, and their completions are reaped here, never reported (they came
     /// after the cut).

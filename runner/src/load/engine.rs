@@ -98,6 +98,28 @@ pub struct Outcome {
     /// Reads judged, and blocks in them.
     pub reads_judged: u64,
     pub blocks_judged: u64,
+    /// The longest any command took (warm-up included), and that command.
+    pub longest: Option<Longest>,
+    /// When the [`During`] action ran: from and to, after the start on the target's clock.
+    pub during_ns: Option<(u64, u64)>,
+}
+
+/// The command that took longest, from its batch's doorbell to its completion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Longest {
+    pub latency_ns: u64,
+    pub job: String,
+    pub what: String,
+    pub submitted_ns: u64,
+}
+
+/// Something done once while the jobs keep their commands queued: `after_ns` into the
+/// run, `action` gets the target's queues (a Firmware Commit under load, NVMe 1.4 §5.12,
+/// sent with [`QueuedIo::admin`]). The jobs' commands already queued stay queued; the
+/// engine submits, reaps and judges again as soon as the action returns.
+pub struct During<'a> {
+    pub after_ns: u64,
+    pub action: &'a mut dyn FnMut(&mut dyn QueuedIo) -> Result<(), EngineError>,
 }
 
 /// Why the engine could not run the workload to an outcome.
@@ -224,6 +246,8 @@ struct Run<'m> {
     seed: u64,
     outcome: Outcome,
     completed: u64,
+    /// The run's start on the target's clock.
+    start: u64,
 }
 
 /// Runs `work` on `io` (queue `i` for job `i`), judging against and updating `map`,
@@ -237,6 +261,21 @@ pub fn run(
     stop: Stop,
     cancel: &dyn Fn() -> Option<String>,
     progress: &mut dyn FnMut(Progress),
+) -> Result<Outcome, EngineError> {
+    run_during(io, work, map, journal, stop, cancel, progress, None)
+}
+
+/// [`run`], doing `during` once at its time while the jobs run.
+#[allow(clippy::too_many_arguments)]
+pub fn run_during(
+    io: &mut dyn QueuedIo,
+    work: &Workload,
+    map: &mut HostMap,
+    journal: &mut dyn Journal,
+    stop: Stop,
+    cancel: &dyn Fn() -> Option<String>,
+    progress: &mut dyn FnMut(Progress),
+    mut during: Option<During<'_>>,
 ) -> Result<Outcome, EngineError> {
     check(io, work)?;
     let start = io.now_ns();
@@ -258,6 +297,13 @@ pub fn run(
         }
         if let Err(e) = run.submit_due(io, now, journal) {
             break Err(e);
+        }
+        if let Some(d) = during.take_if(|d| now >= start.saturating_add(d.after_ns)) {
+            let from = io.now_ns();
+            if let Err(e) = (d.action)(io) {
+                break Err(e);
+            }
+            run.outcome.during_ns = Some((from - start, io.now_ns() - start));
         }
         let now = io.now_ns();
         let mut reaped = 0;
@@ -290,6 +336,9 @@ pub fn run(
             let mut deadline = run.next_due(io, now);
             if let Stop::At(after) = stop {
                 deadline = deadline.min(start.saturating_add(after));
+            }
+            if let Some(d) = &during {
+                deadline = deadline.min(start.saturating_add(d.after_ns));
             }
             if let Err(e) = io.idle_until(deadline) {
                 break Err(e.into());
@@ -387,8 +436,11 @@ impl<'m> Run<'m> {
                 simulated_clock: io.simulated_clock(),
                 reads_judged: 0,
                 blocks_judged: 0,
+                longest: None,
+                during_ns: None,
             },
             completed: 0,
+            start,
         }
     }
 
@@ -411,7 +463,9 @@ impl<'m> Run<'m> {
             if s.ended {
                 continue;
             }
-            if let Some(end) = s.end_ns {
+            // An end already past is no deadline: the job ends at its next free slot,
+            // which only a completion brings.
+            if let Some(end) = s.end_ns.filter(|&end| end > now) {
                 at = at.min(end);
             }
             if io.outstanding(j) < self.jobs[j].queue_depth as usize {
@@ -622,6 +676,15 @@ impl<'m> Run<'m> {
             }
             Op::Flush => journal.completed(&p.record(), now, status.is_success()),
             _ => {}
+        }
+        let latency = now.saturating_sub(p.submitted_ns);
+        if self.outcome.longest.as_ref().is_none_or(|l| latency > l.latency_ns) {
+            self.outcome.longest = Some(Longest {
+                latency_ns: latency,
+                job: self.jobs[q].name.clone(),
+                what: p.what(),
+                submitted_ns: p.submitted_ns - self.start,
+            });
         }
         let state = &mut self.states[q];
         if p.submitted_ns >= state.warmup_end_ns {
@@ -877,6 +940,52 @@ mod tests {
         assert!(out.wrong_read_count > 0, "{out:?}");
         let wrong = &out.wrong_reads[0];
         assert!(wrong.what.starts_with("Read NSID 1"), "{}", wrong.what);
+    }
+
+    /// A job ending on time whose queue is full at its end waits for completions (the
+    /// end is no deadline to idle towards once it has passed).
+    #[test]
+    fn a_time_end_passing_while_the_queue_is_full_waits_for_completions() {
+        let mix = Mix { read: 70, write: 30, deallocate: 0, flush: 0 };
+        let j = job("t", mix, Pattern::Random, 4096, End::Time(Duration::from_micros(50)));
+        let work = Workload { jobs: vec![j], seed: 3, drain: true };
+        let mut io = FakeIo::new(512, &[16], 4);
+        let out = run_on(&mut io, &work, &mut HostMap::default(), &mut crate::load::NoJournal);
+        assert!(!out.stopped_early && out.jobs[0].ops.iter().map(|o| o.commands).sum::<u64>() >= 16, "{out:?}");
+    }
+
+    /// The action runs once, at its time, with the jobs' commands still queued; the
+    /// run goes on to its end and says when the action ran.
+    #[test]
+    fn an_action_during_the_run_happens_once_with_commands_in_flight() {
+        let mix = Mix { read: 50, write: 50, deallocate: 0, flush: 0 };
+        let work =
+            Workload { jobs: vec![job("a", mix, Pattern::Random, 1024, End::Commands(5000))], seed: 9, drain: true };
+        let mut io = FakeIo::new(512, &[16], 3);
+        let mut seen = Vec::new();
+        let mut action = |io: &mut dyn QueuedIo| {
+            seen.push((io.now_ns(), io.outstanding(0)));
+            Ok(())
+        };
+        let during = During { after_ns: 2_000_000, action: &mut action };
+        let out = run_during(
+            &mut io,
+            &work,
+            &mut HostMap::default(),
+            &mut crate::load::NoJournal,
+            Stop::AtEnd,
+            &|| None,
+            &mut |_| {},
+            Some(during),
+        )
+        .unwrap();
+        assert_eq!(seen.len(), 1);
+        assert!(seen[0].0 >= 2_000_000 && seen[0].1 > 0, "{seen:?}");
+        let (from, _) = out.during_ns.unwrap();
+        assert!(from >= 2_000_000 && out.wrong_read_count == 0 && out.failed_count == 0);
+        let longest = out.longest.unwrap();
+        assert!(longest.latency_ns >= 1_000 && longest.latency_ns <= 101_000, "{longest:?}");
+        assert_eq!(out.jobs[0].ops.iter().map(|o| o.commands).sum::<u64>(), 5000);
     }
 
     #[test]

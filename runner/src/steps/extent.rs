@@ -36,7 +36,9 @@ fn step_extent(step: &Step) -> u64 {
         },
         // A job's range: from its LBA (default 0) for its blocks (default to the end: the
         // LBA itself is what it needs, one block at least).
-        Step::Workload { jobs, .. } | Step::PowerFail(crate::suite::model::PowerFail { jobs, .. }) => jobs
+        Step::Workload { jobs, .. }
+        | Step::PowerFail(crate::suite::model::PowerFail { jobs, .. })
+        | Step::FirmwareUpdate(crate::suite::model::FirmwareUpdate { jobs, .. }) => jobs
             .iter()
             .map(|j| {
                 let lba = j.lba.clone().unwrap_or(Lba::At(Param::Value(0)));

@@ -27,9 +27,14 @@ use super::{CaseContext, StepError, StepResult};
 use crate::rules;
 use crate::suite::model::{FirmwareAction, FirmwareUpdate};
 
-/// A revision for this case's test image: `NVTF` and four hex digits of the seed.
-fn test_revision(seed: u64) -> String {
-    format!("NVTF{:04X}", seed & 0xFFFF)
+/// A revision for this case's test image: `NVTF` and four hex digits drawn from the
+/// seed, other than every revision in `taken` (FR and the slots' FRS), so that an FR
+/// left unchanged by the activation cannot pass for the new one.
+fn test_revision(seed: u64, taken: &[String]) -> String {
+    (0..=taken.len() as u64)
+        .map(|k| format!("NVTF{:04X}", seed.wrapping_add(k) & 0xFFFF))
+        .find(|r| !taken.contains(r))
+        .expect("one of len + 1 candidates is free")
 }
 
 /// OACS bit 2, or the skip naming it.
@@ -105,7 +110,11 @@ fn writable_slot(ctx: &CaseContext<'_>, log: &FirmwareSlotLog) -> StepResult<u8>
 /// Commits, turning a refusal of nvtest's test image into the skip it is.
 fn commit(ctx: &mut CaseContext<'_>, slot: u8, action: CommitAction, what: &str) -> StepResult<Status> {
     let c = ctx.admin(what, firmware_commit(slot, action), Data::None)?;
-    let status = c.status();
+    refused_image(c.status(), action, what)
+}
+
+/// The commit's status, or the skip a refusal of nvtest's test image means.
+fn refused_image(status: Status, action: CommitAction, what: &str) -> StepResult<Status> {
     if status.same_code(&Status::INVALID_FIRMWARE_IMAGE) && action.replaces() {
         return Err(StepError::Skip(format!(
             "the drive refused nvtest's test image ({what} -> Invalid Firmware Image): activating firmware needs an \
@@ -125,12 +134,19 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
             "Identify Controller FRMW bit 4 (firmware activation without reset) is clear".into(),
         ));
     }
+    let load = super::firmware_load::build(ctx, f)?;
     let before = slot_log(ctx, "before")?;
     let old_fr = running_revision(ctx, "before")?;
     let slot = writable_slot(ctx, &before)?;
-    let revision = test_revision(ctx.seed);
+    let mut taken: Vec<String> = (1..=7).filter_map(|s| before.revision(s)).map(|r| r.text).collect();
+    taken.push(old_fr.clone());
+    let revision = test_revision(ctx.seed, &taken);
     let image = fw_image::build(&revision, 64 * 1024);
     download(ctx, &image)?;
+    let before_load = match &load {
+        Some(l) => Some(super::firmware_load::measure(ctx, l, "before")?),
+        None => None,
+    };
     let action = match f.action {
         FirmwareAction::Replace => CommitAction::Replace,
         FirmwareAction::ReplaceAndActivateAtReset => CommitAction::ReplaceAndActivateAtReset,
@@ -148,7 +164,13 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
         enable_activation_notices(ctx)?;
     }
     let what = format!("Firmware Commit FS {slot} CA {:03b}b", action.into_bits());
-    let status = commit(ctx, slot, action, &what)?;
+    let (status, across) = match &load {
+        Some(l) => {
+            let (status, outcome) = super::firmware_load::commit_under_load(ctx, l, slot, action)?;
+            (refused_image(status, action, &what)?, Some(outcome))
+        }
+        None => (commit(ctx, slot, action, &what)?, None),
+    };
     let mut at_reset = matches!(action, CommitAction::ReplaceAndActivateAtReset | CommitAction::ActivateAtReset);
     if now {
         // The image may need a reset after all: success-with-information statuses.
@@ -163,7 +185,10 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
             at_reset = true;
         } else {
             expect_success(ctx, &what, status)?;
-            activation_within_mtfa(ctx, &what)?;
+            match (&load, &before_load, &across) {
+                (Some(l), Some(b), Some(a)) => super::firmware_load::judge_across(ctx, l, &what, b, a)?,
+                _ => activation_within_mtfa(ctx, &what)?,
+            }
             if notice {
                 expect_activation_notice(ctx, &what)?;
             }
@@ -220,6 +245,10 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
             format!("FR {fr}, AFI active slot {}", log.afi.active_slot()),
             format!("FR {revision} running from slot {slot}"),
         ));
+    }
+    if let (Some(l), Some(b)) = (&load, &before_load) {
+        let after = super::firmware_load::measure(ctx, l, "after")?;
+        super::firmware_load::compare(ctx, b, &after, &old_fr, &fr);
     }
     Ok(())
 }
@@ -312,7 +341,7 @@ pub fn firmware_errors(ctx: &mut CaseContext<'_>) -> StepResult {
     require_firmware_commands(ctx)?;
     let frmw = ctx.facts.identify.frmw;
     let mut checked = Vec::new();
-    let mut corrupt = fw_image::build(&test_revision(ctx.seed), 16 * 1024);
+    let mut corrupt = fw_image::build(&test_revision(ctx.seed, &[]), 16 * 1024);
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xFF;
     download(ctx, &corrupt)?;

@@ -23,6 +23,7 @@ pub mod events;
 pub mod extent;
 pub mod facts;
 pub mod firmware;
+mod firmware_load;
 pub mod io;
 pub mod layout;
 pub mod namespaces;

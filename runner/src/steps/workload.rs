@@ -51,35 +51,8 @@ pub fn workload(ctx: &mut CaseContext<'_>, jobs: &[WorkloadJob], qos: Option<&Qo
     let mut map = std::mem::take(&mut ctx.map);
     let result = run(ctx, &work, &specs, &mut map, deadline, Stop::AtEnd);
     ctx.map = map;
-    let outcome = match result {
-        Ok(outcome) => outcome,
-        Err(EngineError::Device(DeviceError::Unsupported(reason))) => {
-            return Err(StepError::Skip(format!("the workload needs queued I/O: {reason}")))
-        }
-        Err(EngineError::Device(e)) if e.controller_stopped() => {
-            ctx.controller_lost = true;
-            return Err(ctx.fail_rule(
-                rules::command_completes(),
-                format!("the workload's commands ({})", describe(&work)),
-                e.to_string(),
-                "a completion queue entry for every command (with an error status if it cannot be carried out)",
-            ));
-        }
-        Err(EngineError::Device(e)) => return Err(e.into()),
-        Err(e) => return Err(StepError::Error(e.to_string())),
-    };
-    for figures in &outcome.jobs {
-        ctx.log.extend(figures.summary());
-    }
-    ctx.log.push(format!(
-        "workload: {} reads judged ({} blocks), {} wrong, {} commands failed, {:.3} s on the {} clock",
-        outcome.reads_judged,
-        outcome.blocks_judged,
-        outcome.wrong_read_count,
-        outcome.failed_count,
-        outcome.elapsed_ns as f64 / 1e9,
-        if outcome.simulated_clock { "simulated" } else { "monotonic" }
-    ));
+    let outcome = outcome_of(ctx, &work, result)?;
+    summarize(ctx, "workload", &outcome);
     ctx.figures.extend(outcome.jobs.iter().cloned());
     verdict(ctx, &work, &outcome)?;
     match (qos, claim) {
@@ -190,6 +163,48 @@ fn judge_claim(
     Ok(())
 }
 
+/// What the engine's result means for the case: the outcome, or the skip (no queued
+/// I/O on this target), failure (the controller stopped answering) or error it is.
+pub(super) fn outcome_of(
+    ctx: &mut CaseContext<'_>,
+    work: &Workload,
+    result: Result<Outcome, EngineError>,
+) -> StepResult<Outcome> {
+    match result {
+        Ok(outcome) => Ok(outcome),
+        Err(EngineError::Device(DeviceError::Unsupported(reason))) => {
+            Err(StepError::Skip(format!("the workload needs queued I/O: {reason}")))
+        }
+        Err(EngineError::Device(e)) if e.controller_stopped() => {
+            ctx.controller_lost = true;
+            Err(ctx.fail_rule(
+                rules::command_completes(),
+                format!("the workload's commands ({})", describe(work)),
+                e.to_string(),
+                "a completion queue entry for every command (with an error status if it cannot be carried out)",
+            ))
+        }
+        Err(EngineError::Device(e)) => Err(e.into()),
+        Err(e) => Err(StepError::Error(e.to_string())),
+    }
+}
+
+/// The outcome's figures and tallies in the case's log, each line led by `label`.
+pub(super) fn summarize(ctx: &mut CaseContext<'_>, label: &str, outcome: &Outcome) {
+    for figures in &outcome.jobs {
+        ctx.log.extend(figures.summary());
+    }
+    ctx.log.push(format!(
+        "{label}: {} reads judged ({} blocks), {} wrong, {} commands failed, {:.3} s on the {} clock",
+        outcome.reads_judged,
+        outcome.blocks_judged,
+        outcome.wrong_read_count,
+        outcome.failed_count,
+        outcome.elapsed_ns as f64 / 1e9,
+        if outcome.simulated_clock { "simulated" } else { "monotonic" }
+    ));
+}
+
 /// Opens the target's queues for `work`, runs it until `stop`, closes them again.
 pub(super) fn run(
     ctx: &mut CaseContext<'_>,
@@ -198,6 +213,19 @@ pub(super) fn run(
     map: &mut crate::data::HostMap,
     deadline: Option<(Instant, Duration)>,
     stop: Stop,
+) -> Result<Outcome, EngineError> {
+    run_during(ctx, work, specs, map, deadline, stop, None)
+}
+
+/// [`run`], with `during` done once while the jobs run ([`engine::During`]).
+pub(super) fn run_during(
+    ctx: &mut CaseContext<'_>,
+    work: &Workload,
+    specs: &[QueueSpec],
+    map: &mut crate::data::HostMap,
+    deadline: Option<(Instant, Duration)>,
+    stop: Stop,
+    during: Option<engine::During<'_>>,
 ) -> Result<Outcome, EngineError> {
     let mut io = ctx.device.queued_io(specs)?;
     let cancel = || match deadline {
@@ -221,7 +249,7 @@ pub(super) fn run(
         ));
         bar.tick();
     };
-    let result = engine::run(io.as_mut(), work, map, &mut NoJournal, stop, &cancel, &mut progress);
+    let result = engine::run_during(io.as_mut(), work, map, &mut NoJournal, stop, &cancel, &mut progress, during);
     bar.finish_and_clear();
     let closed = io.close();
     let outcome = result?;
@@ -231,21 +259,7 @@ pub(super) fn run(
 
 /// The case's verdict from what the engine saw.
 pub(super) fn verdict(ctx: &CaseContext<'_>, work: &Workload, outcome: &Outcome) -> StepResult {
-    if let Some(wrong) = outcome.wrong_reads.first() {
-        let dealloc = work.jobs.iter().find(|j| j.name == wrong.job).map(|j| j.namespace.dealloc_read);
-        let raced =
-            if wrong.raced { " (a write of these blocks was in flight: its data was accepted too)" } else { "" };
-        let what = format!(
-            "{} in job `{}`, one of {} wrong reads of {}{raced}",
-            wrong.what, wrong.job, outcome.wrong_read_count, outcome.reads_judged
-        );
-        return Err(super::io::mismatch_failure(
-            ctx,
-            what,
-            &wrong.mismatch,
-            dealloc.unwrap_or(DeallocatedRead::NotReported),
-        ));
-    }
+    wrong_read_failure(ctx, work, outcome, "")?;
     if let Some(failed) = outcome.failed.first() {
         return Err(ctx.fail_rule(
             rules::io_within_namespace(),
@@ -255,6 +269,24 @@ pub(super) fn verdict(ctx: &CaseContext<'_>, work: &Workload, outcome: &Outcome)
         ));
     }
     Ok(())
+}
+
+/// The failure of the outcome's first wrong read, if any (`context`: what leads the
+/// description, e.g. what was going on during the load).
+pub(super) fn wrong_read_failure(
+    ctx: &CaseContext<'_>,
+    work: &Workload,
+    outcome: &Outcome,
+    context: &str,
+) -> StepResult {
+    let Some(wrong) = outcome.wrong_reads.first() else { return Ok(()) };
+    let dealloc = work.jobs.iter().find(|j| j.name == wrong.job).map(|j| j.namespace.dealloc_read);
+    let raced = if wrong.raced { " (a write of these blocks was in flight: its data was accepted too)" } else { "" };
+    let what = format!(
+        "{context}{} in job `{}`, one of {} wrong reads of {}{raced}",
+        wrong.what, wrong.job, outcome.wrong_read_count, outcome.reads_judged
+    );
+    Err(super::io::mismatch_failure(ctx, what, &wrong.mismatch, dealloc.unwrap_or(DeallocatedRead::NotReported)))
 }
 
 pub(super) fn describe(work: &Workload) -> String {

@@ -634,6 +634,14 @@ pub enum Step {
 #[serde(deny_unknown_fields)]
 pub struct FirmwareUpdate {
     pub action: FirmwareAction,
+    /// With `replace_and_activate_now`: a load the commit is sent into (`commit_after_ms`
+    /// after its start), the workload engine keeping I/O queued across the activation;
+    /// the same load runs once before and once after it, for the figures of each side.
+    #[serde(default)]
+    pub jobs: Vec<WorkloadJob>,
+    /// When the commit is sent, in ms after the load's start (default 100).
+    #[serde(default)]
+    pub commit_after_ms: Option<Param<u64>>,
 }
 
 /// A Firmware Commit action (CA).

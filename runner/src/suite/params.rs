@@ -317,7 +317,27 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             parts.expect = expect.as_ref();
         }
         Step::Workload { jobs, qos: _ } => workload_jobs(&mut parts, jobs),
-        Step::FirmwareUpdate(_) | Step::FirmwareErrors {} => {}
+        Step::FirmwareUpdate(f) => {
+            let now = f.action == crate::suite::model::FirmwareAction::ReplaceAndActivateNow;
+            if !f.jobs.is_empty() && !now {
+                parts.misuses.push((
+                    at("jobs"),
+                    "a load runs across an activation without reset: `jobs` need `action: replace_and_activate_now`"
+                        .to_string(),
+                ));
+            }
+            if f.commit_after_ms.is_some() && f.jobs.is_empty() {
+                parts.misuses.push((
+                    at("commit_after_ms"),
+                    "`commit_after_ms` places the commit in `jobs`' load; give jobs".to_string(),
+                ));
+            }
+            if let Some(after) = &mut f.commit_after_ms {
+                parts.param(at("commit_after_ms"), Slot::U64(after));
+            }
+            workload_jobs(&mut parts, &mut f.jobs);
+        }
+        Step::FirmwareErrors {} => {}
         Step::FormatErase(f) => {
             if f.unsupported && f.ses != crate::suite::model::EraseSetting::Crypto {
                 parts.misuses.push((

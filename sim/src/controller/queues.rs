@@ -263,6 +263,11 @@ impl Controller {
                 let mut guard = self.clock.media();
                 guard.media().map_or(now, |m| m.serve(now, work))
             };
+            // The firmware running serves slower or faster than the model (firmware.performance).
+            let at = match self.ctx.service_percent {
+                Some(p) if p > 0 && p != 100 => now + (at - now).saturating_mul(100) / p as u64,
+                _ => at,
+            };
             let posting = Posting { cqid, sqid: qid, cid: cmd.cid, done, change };
             if let Some(t) = self.timed.as_mut() {
                 t.free -= 1;

@@ -53,7 +53,7 @@ impl Features {
             aec_supported |= 1 << 8;
         }
         // Firmware Activation Notices where an activation without reset can start one.
-        if profile.firmware.is_some_and(|f| f.activation_without_reset) {
+        if profile.firmware.as_ref().is_some_and(|f| f.activation_without_reset) {
             aec_supported |= 1 << 9;
         }
         Features {

@@ -11,12 +11,19 @@
 //!
 //! ```yaml
 //! firmware: {slots: 3, slot1_read_only: true, activation_without_reset: true, fwug: 1,
-//!            mtfa_ms: 1000, activation_ms: 200}
+//!            mtfa_ms: 1000, activation_ms: 200, performance: {"NVTF*": 78}}
 //! ```
+//!
+//! `performance` gives the speed of a firmware revision in percent of the service
+//! model's (a field update that changes measured performance): each I/O command's
+//! service time is stretched by 100 / percent while that revision runs, so at a fixed
+//! queue depth IOPS scale by the percentage. A key ending in `*` matches the revisions
+//! that begin with the rest; revisions not named run at 100 %.
 //!
 //! Without it the drive has one read-only slot and neither command (OACS bit 2 clear).
 
 use serde::Deserialize;
+use std::collections::BTreeMap;
 
 use super::{Quirk, Subsystem};
 use crate::exec::{AsyncEvent, ControllerContext, DataPointer, Done};
@@ -28,7 +35,7 @@ use nvme::spec::{Command, Status};
 pub const MAX_IMAGE: u64 = 4 << 20;
 
 /// The `firmware:` section of a profile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FirmwareModel {
     /// FRMW bits 3:1: firmware slots, 1 to 7.
@@ -48,6 +55,10 @@ pub struct FirmwareModel {
     /// How long an activation without reset pauses processing (CSTS.PP set).
     #[serde(default)]
     pub activation_ms: u64,
+    /// Speed per firmware revision (exact, or a prefix ending in `*`) in percent of the
+    /// service model's.
+    #[serde(default)]
+    pub performance: BTreeMap<String, u32>,
 }
 
 impl FirmwareModel {
@@ -59,7 +70,26 @@ impl FirmwareModel {
         if self.mtfa_ms > 0xFFFF * 100 {
             return Some("firmware: mtfa_ms must fit MTFA (65535 × 100 ms)");
         }
+        if self.performance.values().any(|p| !(1..=1000).contains(p)) {
+            return Some("firmware: performance percentages must be 1 to 1000");
+        }
+        if self.performance.keys().any(|k| k.trim_end_matches('*').is_empty() || k.len() > 9) {
+            return Some("firmware: performance keys are revisions (up to 8 characters, or a prefix and `*`)");
+        }
         None
+    }
+
+    /// The speed of `revision` (FR, space padded) in percent; `None`: not named, 100 %.
+    pub fn speed_percent(&self, revision: &[u8; 8]) -> Option<u32> {
+        let text = String::from_utf8_lossy(revision);
+        let text = text.trim_end();
+        self.performance
+            .iter()
+            .find(|(k, _)| match k.strip_suffix('*') {
+                Some(prefix) => text.starts_with(prefix),
+                None => text == k.as_str(),
+            })
+            .map(|(_, p)| *p)
     }
 }
 
@@ -79,6 +109,10 @@ pub struct FirmwareState {
     /// The image being downloaded, and the byte ranges received.
     image: Vec<u8>,
     received: Vec<(u64, u64)>,
+    /// The running revision's speed (the profile's `performance`), handed to the engine.
+    pub(super) speed_percent: Option<u32>,
+    /// Quirk `io-fails-during-activation`: I/O fails with Internal Error until this time.
+    pub(super) io_failing_until_ns: u64,
 }
 
 impl FirmwareState {
@@ -99,7 +133,7 @@ impl Subsystem {
     /// starts a new image. Offsets and sizes must keep to FWUG (Invalid Field in
     /// Command); a range overlapping one already received is Overlapping Range.
     pub(super) fn firmware_image_download(&mut self, cmd: &Command, data: &dyn DataPointer) -> Done {
-        let Some(model) = self.profile.firmware else { return Done::err(Status::INVALID_COMMAND_OPCODE) };
+        let Some(model) = self.profile.firmware.clone() else { return Done::err(Status::INVALID_COMMAND_OPCODE) };
         let (bytes, offset) = download_extent(cmd);
         if let Some(g) = update_granularity(model.fwug) {
             if offset % g != 0 || bytes % g != 0 && offset + bytes < self.firmware.image.len() as u64 {
@@ -132,7 +166,7 @@ impl Subsystem {
 
     /// Firmware Commit.
     pub(super) fn firmware_commit(&mut self, ctx: &mut ControllerContext, cmd: &Command) -> Done {
-        let Some(model) = self.profile.firmware else { return Done::err(Status::INVALID_COMMAND_OPCODE) };
+        let Some(model) = self.profile.firmware.clone() else { return Done::err(Status::INVALID_COMMAND_OPCODE) };
         let f = FirmwareCommitCdw10::from_bits(cmd.cdw10);
         let action = f.ca();
         if matches!(action, CommitAction::Reserved(_)) || f.bpid() {
@@ -214,6 +248,10 @@ impl Subsystem {
                     model.activation_ms
                 };
                 ctx.pause_ns = pause_ms.saturating_mul(1_000_000);
+                if self.quirks.has(Quirk::IoFailsDuringActivation) {
+                    // Quirk: I/O fetched in the first 50 ms after the pause fails (§5.12 broken).
+                    self.firmware.io_failing_until_ns = ctx.now_ns + ctx.pause_ns + 50_000_000;
+                }
                 self.firmware.active = slot;
                 self.firmware.next = None;
                 self.set_running(revision);
@@ -225,10 +263,16 @@ impl Subsystem {
 
     /// The revision now running: FR reports it.
     fn set_running(&mut self, revision: [u8; 8]) {
+        self.firmware.speed_percent = self.profile.firmware.as_ref().and_then(|m| m.speed_percent(&revision));
         if !self.quirks.has(Quirk::FirmwareRevisionUnchanged) {
             // Quirk `firmware-revision-unchanged`: FR keeps the old revision (Figure 247 FR broken).
             self.firmware.running = revision;
         }
+    }
+
+    /// Quirk `io-fails-during-activation`: whether an I/O command now fails.
+    pub(super) fn activation_fails_io(&self) -> bool {
+        self.now_ns < self.firmware.io_failing_until_ns
     }
 
     /// A Controller Level Reset (or power-on): the firmware committed for the next reset

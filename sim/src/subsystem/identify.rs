@@ -83,7 +83,7 @@ impl Subsystem {
         };
         id.oaes = Oaes::new()
             .with_namespace_attribute_notices(p.controller.namespace_attribute_notices)
-            .with_firmware_activation_notices(p.firmware.is_some_and(|f| f.activation_without_reset));
+            .with_firmware_activation_notices(p.firmware.as_ref().is_some_and(|f| f.activation_without_reset));
         if v14 {
             // CNTRLTYPE (1.4): 1h, an I/O controller.
             id.cntrltype = 1;

@@ -155,6 +155,7 @@ impl Subsystem {
             firmware: firmware::FirmwareState::default(),
         };
         sub.firmware = firmware::FirmwareState::new(&sub.profile.identity.firmware);
+        sub.firmware.speed_percent = sub.profile.firmware.as_ref().and_then(|m| m.speed_percent(&sub.firmware.running));
         let initial = sub.profile.namespaces.clone();
         for (i, ns) in initial.iter().enumerate() {
             let index =
@@ -383,9 +384,13 @@ impl CommandSet for Subsystem {
 
     fn io(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
         self.now_ns = ctx.now_ns;
+        ctx.service_percent = self.firmware.speed_percent;
         self.sanitize_progress(ctx);
         if let Some(refused) = self.sanitize_restriction(cmd, false) {
             return self.record(cmd, Done::err(refused));
+        }
+        if self.activation_fails_io() {
+            return self.record(cmd, Done::err(Status::INTERNAL_ERROR));
         }
         let done = self.nvm_command(cmd, data);
         let writes = [NvmOpcode::Write, NvmOpcode::WriteZeroes, NvmOpcode::WriteUncorrectable];

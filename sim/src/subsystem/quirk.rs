@@ -346,6 +346,10 @@ pub enum Quirk {
     /// No Firmware Activation Starting notice when an activation without reset begins,
     /// though OAES bit 9 is set and enabled. Breaks §5.2 (Notice 01h).
     NoActivationNotice,
+    /// I/O commands fetched in the first 50 ms after an activation without reset ends
+    /// its pause complete with Internal Error. Breaks §5.12 (CA 011b: the controller
+    /// resumes processing commands with the new image; I/O is not lost to it).
+    IoFailsDuringActivation,
 }
 
 impl Quirk {
@@ -442,6 +446,7 @@ impl Quirk {
         Quirk::FirmwareRevisionUnchanged,
         Quirk::InvalidSlotAccepted,
         Quirk::NoActivationNotice,
+        Quirk::IoFailsDuringActivation,
     ];
 
     /// The name a profile uses for this quirk.
@@ -538,6 +543,7 @@ impl Quirk {
             Quirk::FirmwareRevisionUnchanged => "firmware-revision-unchanged",
             Quirk::InvalidSlotAccepted => "invalid-slot-accepted",
             Quirk::NoActivationNotice => "no-activation-notice",
+            Quirk::IoFailsDuringActivation => "io-fails-during-activation",
         }
     }
 
