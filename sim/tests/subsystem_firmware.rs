@@ -208,3 +208,45 @@ fn io_fails_during_activation_quirk_fails_io_just_after_the_pause() {
     host.ctx.now_ns += 60_000_000;
     status(host.read(&mut sub, 1, 0, 0, 4096).0, Status::SUCCESS);
 }
+
+#[test]
+fn commit_quirks_break_their_rules() {
+    use nvme_sim::subsystem::Quirk;
+    let quirked = |q: Quirk| (Subsystem::new(profile().with_quirk(q)).unwrap(), TestHost::new(1));
+    let mut corrupt = fw_image::build("NVT14B01", 4096);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xFF;
+
+    let (mut sub, mut host) = quirked(Quirk::AfiNextSlotUnset);
+    download(&mut sub, &mut host, &fw_image::build("NVT14B02", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ReplaceAndActivateAtReset)), Status::SUCCESS);
+    assert_eq!(slot_log(&mut sub, &mut host).afi.next_slot(), 0, "AFI bits 6:4 left 0");
+
+    let (mut sub, mut host) = quirked(Quirk::FirmwareRunsBeforeReset);
+    download(&mut sub, &mut host, &fw_image::build("NVT14B03", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::ReplaceAndActivateAtReset)), Status::SUCCESS);
+    assert_eq!(fr(&mut sub, &mut host), "NVT14B03", "FR before any reset");
+
+    let (mut sub, mut host) = quirked(Quirk::ReplaceActivates);
+    download(&mut sub, &mut host, &fw_image::build("NVT14B04", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::Replace)), Status::SUCCESS);
+    assert_eq!(fr(&mut sub, &mut host), "NVT14B04", "CA 000b ran the image");
+
+    let (mut sub, mut host) = quirked(Quirk::BadImageAccepted);
+    download(&mut sub, &mut host, &corrupt);
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::Replace)), Status::SUCCESS);
+    assert!(slot_log(&mut sub, &mut host).revision(2).is_none(), "nothing stored");
+
+    let (mut sub, mut host) = quirked(Quirk::ReadOnlySlotWritable);
+    download(&mut sub, &mut host, &fw_image::build("NVT14B05", 4096));
+    status(host.admin(&mut sub, &firmware_commit(1, CommitAction::Replace)), Status::SUCCESS);
+    assert_eq!(slot_log(&mut sub, &mut host).revision(1).unwrap().text, "NVT14B05");
+
+    let (mut sub, mut host) = quirked(Quirk::RefusedCommitChangesSlot);
+    download(&mut sub, &mut host, &corrupt);
+    status(host.admin(&mut sub, &firmware_commit(2, CommitAction::Replace)), Status::INVALID_FIRMWARE_IMAGE);
+    assert_eq!(slot_log(&mut sub, &mut host).revision(2).unwrap().text, "NVT14B01", "refused, yet FRS written");
+
+    let (mut sub, mut host) = quirked(Quirk::InvalidSlotGenericStatus);
+    status(host.admin(&mut sub, &firmware_commit(7, CommitAction::ActivateAtReset)), Status::INVALID_FIELD);
+}

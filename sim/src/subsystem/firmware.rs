@@ -187,15 +187,33 @@ impl Subsystem {
                 // Quirk: success, nothing done (§5.12 Invalid Firmware Slot broken).
                 return Done::ok();
             }
+            if self.quirks.has(Quirk::InvalidSlotGenericStatus) {
+                // Quirk: refused with the generic status (Figure 175 names another).
+                return Done::err(Status::INVALID_FIELD);
+            }
             return Done::err(Status::INVALID_FIRMWARE_SLOT);
         }
-        if action.replaces() && slot == 1 && model.slot1_read_only {
+        // Quirk `read-only-slot-writable`: slot 1 takes images (Figure 175 broken).
+        if action.replaces() && slot == 1 && model.slot1_read_only && !self.quirks.has(Quirk::ReadOnlySlotWritable) {
             return Done::err(Status::INVALID_FIRMWARE_SLOT);
         }
         let revision = if action.replaces() {
             match nvme::fw_image::validate(&self.firmware.image) {
                 Ok(fr) => fr,
-                Err(_) => return Done::err(Status::INVALID_FIRMWARE_IMAGE),
+                Err(_) if self.quirks.has(Quirk::BadImageAccepted) => {
+                    // Quirk: success, nothing stored (Figure 175 Invalid Firmware Image broken).
+                    return Done::ok();
+                }
+                Err(_) => {
+                    if self.quirks.has(Quirk::RefusedCommitChangesSlot) {
+                        // Quirk: the refused image's revision lands in FRS (§5.12 broken).
+                        let mut fr = [b' '; 8];
+                        let header = self.firmware.image.get(8..16).unwrap_or_default();
+                        fr[..header.len()].copy_from_slice(header);
+                        self.firmware.slots[slot as usize - 1] = Some(fr);
+                    }
+                    return Done::err(Status::INVALID_FIRMWARE_IMAGE);
+                }
             }
         } else {
             match self.firmware.slots[slot as usize - 1] {
@@ -212,10 +230,21 @@ impl Subsystem {
             self.firmware.received.clear();
         }
         match action {
-            CommitAction::Replace => Done::ok(),
+            CommitAction::Replace => {
+                if self.quirks.has(Quirk::ReplaceActivates) {
+                    // Quirk: the replaced image runs at once (§5.12 CA 000b broken).
+                    self.firmware.active = slot;
+                    self.set_running(revision);
+                }
+                Done::ok()
+            }
             CommitAction::ReplaceAndActivateAtReset | CommitAction::ActivateAtReset => {
                 self.firmware.next = Some(slot);
                 self.firmware.pending = Some(revision);
+                if self.quirks.has(Quirk::FirmwareRunsBeforeReset) {
+                    // Quirk: FR reports the image before any reset (§5.12 broken).
+                    self.set_running(revision);
+                }
                 Done::ok()
             }
             CommitAction::ReplaceAndActivateNow => {

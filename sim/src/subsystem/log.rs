@@ -175,7 +175,9 @@ impl Subsystem {
     fn firmware_slot(&self) -> FirmwareSlotLog {
         let fw = self.firmware();
         let mut log = FirmwareSlotLog::new_zeroed();
-        log.afi = Afi::new().with_active_slot(fw.active).with_next_slot(fw.next.unwrap_or(0));
+        // Quirk `afi-next-slot-unset`: AFI bits 6:4 stay 0 (§5.14.1.3 broken).
+        let next = if self.quirks.has(Quirk::AfiNextSlotUnset) { 0 } else { fw.next.unwrap_or(0) };
+        log.afi = Afi::new().with_active_slot(fw.active).with_next_slot(next);
         for (frs, slot) in log.frs.iter_mut().zip(fw.slots.iter()) {
             if let Some(fr) = slot {
                 *frs = *fr;

@@ -170,9 +170,8 @@ impl Media {
                 (Some(chunk), None) => Run::Bytes(&chunk[within..within + n]),
                 (Some(chunk), Some(crypt)) => {
                     let (lo, hi) = crypt.units_around(within, n, chunk.len());
-                    plain.clear();
-                    plain.extend_from_slice(&chunk[lo..hi]);
-                    crypt.decrypt(chunk_start(index) + lo as u64, &mut plain);
+                    plain.resize(hi - lo, 0);
+                    crypt.decrypt_into(chunk_start(index) + lo as u64, &chunk[lo..hi], &mut plain);
                     Run::Bytes(&plain[within - lo..within - lo + n])
                 }
                 (None, _) => match self.background {
@@ -190,6 +189,49 @@ impl Media {
             }
         }
         Ok(Ok(()))
+    }
+
+    /// The bytes at `offset .. offset + len` as stored, ciphertext included, when the
+    /// media is encrypted, the range is whole data units inside one chunk and that chunk
+    /// was written: what [`Media::put_stored`] puts back without decrypting and
+    /// encrypting again (a write's old content, kept against a power loss). `None`
+    /// otherwise: read the plaintext then.
+    pub fn stored(&self, offset: u64, len: u64) -> Option<Vec<u8>> {
+        let crypt = self.crypt.as_ref()?;
+        let unit = crypt.unit() as u64;
+        let Piece { index, within, n, .. } = pieces(offset, len).next()?;
+        if !offset.is_multiple_of(unit)
+            || !len.is_multiple_of(unit)
+            || n as u64 != len
+            || self.check(offset, len).is_err()
+        {
+            return None;
+        }
+        self.chunks.get(index)?.as_deref().map(|chunk| chunk[within..within + n].to_vec())
+    }
+
+    /// Puts back bytes [`Media::stored`] gave for `offset`, as they were stored.
+    pub fn put_stored(&mut self, offset: u64, bytes: &[u8]) -> Result<(), OutOfMedia> {
+        self.check(offset, bytes.len() as u64)?;
+        let mut at = 0;
+        for Piece { index, within, n, .. } in pieces(offset, bytes.len() as u64) {
+            let (fill, background, crypt) = (self.fill, self.background, &self.crypt);
+            let chunk = self.chunks[index].get_or_insert_with(|| {
+                // A chunk gone since (never, while the change is kept): the rest of it
+                // reads as the fill byte again, stored as the media stores it.
+                let mut chunk = new_chunk(fill, false);
+                if let Some(pattern) = background {
+                    repeat(&mut chunk, pattern, chunk_start(index));
+                }
+                if let Some(crypt) = crypt {
+                    crypt.encrypt(chunk_start(index), &mut chunk);
+                }
+                chunk
+            });
+            chunk[within..within + n].copy_from_slice(&bytes[at..at + n]);
+            at += n;
+        }
+        Ok(())
     }
 
     /// Copies `out.len()` bytes at `offset` into `out`.

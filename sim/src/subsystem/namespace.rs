@@ -111,16 +111,25 @@ impl Layout {
 /// ([`super::power`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockState {
-    data: Vec<u8>,
+    data: BlockData,
     metadata: Vec<u8>,
     allocated: bool,
     uncorrectable: bool,
 }
 
+/// A block's data as kept: as the media stores it (ciphertext, on an encrypted media,
+/// put back without decrypting and encrypting again), or as it reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum BlockData {
+    Stored(Vec<u8>),
+    Plain(Vec<u8>),
+}
+
 impl BlockState {
     /// Bytes of memory the copy takes.
     pub fn bytes(&self) -> u64 {
-        (self.data.len() + self.metadata.len()) as u64
+        let (BlockData::Stored(d) | BlockData::Plain(d)) = &self.data;
+        (d.len() + self.metadata.len()) as u64
     }
 }
 
@@ -314,18 +323,28 @@ impl Namespace {
     pub fn block_state(&self, lba: u64) -> BlockState {
         let size = self.format.data_size as u64;
         let offset = lba * self.lba_stride;
-        let mut data = vec![0u8; size.min(self.data.size().saturating_sub(offset)) as usize];
+        let len = size.min(self.data.size().saturating_sub(offset));
+        let data = match self.data.stored(offset, len) {
+            Some(stored) => BlockData::Stored(stored),
+            None => {
+                let mut data = vec![0u8; len as usize];
+                // Inside the media by construction (length clamped above).
+                let _ = self.data.read(offset, &mut data);
+                BlockData::Plain(data)
+            }
+        };
         let ms = self.format.ms as u64;
         let mut metadata = vec![0u8; ms.min(self.metadata.size().saturating_sub(lba * ms)) as usize];
-        // Inside the media by construction (lengths clamped above).
-        let _ = self.data.read(offset, &mut data);
         let _ = self.metadata.read(lba * ms, &mut metadata);
         BlockState { data, metadata, allocated: self.allocated.get(lba), uncorrectable: self.any_uncorrectable(lba, 1) }
     }
 
     /// Puts block `lba` back as `state` recorded it.
     pub fn restore_block(&mut self, lba: u64, state: &BlockState) {
-        let _ = self.data.write(lba * self.lba_stride, &state.data);
+        let _ = match &state.data {
+            BlockData::Stored(bytes) => self.data.put_stored(lba * self.lba_stride, bytes),
+            BlockData::Plain(bytes) => self.data.write(lba * self.lba_stride, bytes),
+        };
         let _ = self.metadata.write(lba * self.format.ms as u64, &state.metadata);
         self.allocated.set_range(lba, 1, state.allocated);
         self.clear_uncorrectable(lba, 1);

@@ -350,6 +350,28 @@ pub enum Quirk {
     /// its pause complete with Internal Error. Breaks §5.12 (CA 011b: the controller
     /// resumes processing commands with the new image; I/O is not lost to it).
     IoFailsDuringActivation,
+    /// After commit action 001b or 010b the Firmware Slot Information log's AFI bits 6:4
+    /// still read 0. Breaks §5.14.1.3: AFI names the slot activated at the next reset.
+    AfiNextSlotUnset,
+    /// Commit actions 001b and 010b start the new image at once: FR reports it before any
+    /// reset. Breaks §5.12 (the image is activated at the next reset) and Figure 247 FR.
+    FirmwareRunsBeforeReset,
+    /// Commit action 000b activates the image as well. Breaks §5.12 (CA 000b: the image
+    /// is not activated).
+    ReplaceActivates,
+    /// A Firmware Commit of an image that fails the drive's checks succeeds (nothing is
+    /// stored). Breaks §5.12, Figure 175: Invalid Firmware Image.
+    BadImageAccepted,
+    /// Slot 1 is read-only (FRMW bit 0) yet a replace into it succeeds. Breaks §5.12,
+    /// Figure 175: Invalid Firmware Slot for a read-only slot.
+    ReadOnlySlotWritable,
+    /// A commit refused with Invalid Firmware Image still writes the slot's FRS (the
+    /// revision from the refused image). Breaks §5.12: a failed commit changes no slot.
+    RefusedCommitChangesSlot,
+    /// A Firmware Commit naming a slot beyond FRMW's count is refused with Invalid Field
+    /// in Command rather than Invalid Firmware Slot: refused, with the generic status
+    /// instead of the one §5.12 (Figure 175) names. nvtest warns.
+    InvalidSlotGenericStatus,
 }
 
 impl Quirk {
@@ -447,6 +469,13 @@ impl Quirk {
         Quirk::InvalidSlotAccepted,
         Quirk::NoActivationNotice,
         Quirk::IoFailsDuringActivation,
+        Quirk::AfiNextSlotUnset,
+        Quirk::FirmwareRunsBeforeReset,
+        Quirk::ReplaceActivates,
+        Quirk::BadImageAccepted,
+        Quirk::ReadOnlySlotWritable,
+        Quirk::RefusedCommitChangesSlot,
+        Quirk::InvalidSlotGenericStatus,
     ];
 
     /// The name a profile uses for this quirk.
@@ -544,6 +573,13 @@ impl Quirk {
             Quirk::InvalidSlotAccepted => "invalid-slot-accepted",
             Quirk::NoActivationNotice => "no-activation-notice",
             Quirk::IoFailsDuringActivation => "io-fails-during-activation",
+            Quirk::AfiNextSlotUnset => "afi-next-slot-unset",
+            Quirk::FirmwareRunsBeforeReset => "firmware-runs-before-reset",
+            Quirk::ReplaceActivates => "replace-activates",
+            Quirk::BadImageAccepted => "bad-image-accepted",
+            Quirk::ReadOnlySlotWritable => "read-only-slot-writable",
+            Quirk::RefusedCommitChangesSlot => "refused-commit-changes-slot",
+            Quirk::InvalidSlotGenericStatus => "invalid-slot-generic-status",
         }
     }
 
