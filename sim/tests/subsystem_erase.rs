@@ -221,3 +221,58 @@ fn sanitize_refuses_what_sanicap_does_not_offer() {
     let done = start(&mut old, &mut host, SanitizeAction::BlockErase, false, 0);
     assert!(done.status.same_code(&Status::INVALID_COMMAND_OPCODE), "no Sanitize before 1.3");
 }
+
+#[test]
+fn status_log_and_restriction_quirks_break_their_rules() {
+    let (mut sub, mut host) = drive(&[Quirk::SprogFfffInProgress]);
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    let log = status_log(&mut sub, &mut host);
+    assert_eq!((log.sstat.status(), log.sprog), (SanitizeStatus::InProgress, 0xFFFF));
+
+    let (mut sub, mut host) = drive(&[Quirk::SprogStuckAfterCompletion]);
+    ok(start(&mut sub, &mut host, SanitizeAction::CryptoErase, false, 0));
+    wait(&mut host, 1000);
+    let log = status_log(&mut sub, &mut host);
+    assert_eq!((log.sstat.status(), log.sprog), (SanitizeStatus::Completed, 0xFFFE));
+
+    let (mut sub, mut host) = drive(&[Quirk::Scdw10NotRecorded]);
+    ok(start(&mut sub, &mut host, SanitizeAction::CryptoErase, false, 0));
+    wait(&mut host, 1000);
+    assert_eq!(status_log(&mut sub, &mut host).scdw10, 0);
+
+    let (mut sub, mut host) = drive(&[Quirk::IdentifyRefusedDuringSanitize]);
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    let (done, _) = host.identify(&mut sub, 1, 0, 0);
+    assert!(done.status.same_code(&Status::SANITIZE_IN_PROGRESS), "{}", done.status);
+
+    let (mut sub, mut host) = drive(&[Quirk::SanitizeStatusLogRefused]);
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    let (done, _) = host.log_page(&mut sub, LogPageId::SanitizeStatus as u8, 0, 512, false);
+    assert!(done.status.same_code(&Status::SANITIZE_IN_PROGRESS), "{}", done.status);
+
+    let (mut sub, mut host) = drive(&[Quirk::SanitizeStatusResetByPowerCycle]);
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    sub.power_cut(1);
+    CommandSet::power_on(&mut sub);
+    assert_eq!(status_log(&mut sub, &mut host).sstat.status(), SanitizeStatus::NeverSanitized);
+    assert!(host.read(&mut sub, 1, 0, 1, BLOCK).0.status.same_code(&Status::SANITIZE_IN_PROGRESS), "still running");
+}
+
+#[test]
+fn content_quirks_leave_other_content_than_the_spec_says() {
+    // Overwrite, one pass, NDAS: the last pass writes the pattern; the quirk leaves its inverse.
+    let (mut sub, mut host) = drive(&[Quirk::OverwriteFinalPassInverted]);
+    fill(&mut sub, &mut host, 1);
+    let cdw10 =
+        SanitizeCdw10::new().with_sanact(SanitizeAction::Overwrite).with_ndas(true).with_owpass(1).with_oipbp(true);
+    ok(host.admin(&mut sub, &sanitize::sanitize(cdw10, 0x1122_3344)));
+    wait(&mut host, 100_000);
+    let last = sanitize::final_overwrite_pattern(0x1122_3344, 1, true);
+    assert_eq!(read8(&mut sub, &mut host, 1)[..4], (!last).to_le_bytes());
+
+    let (mut sub, mut host) = drive(&[Quirk::SanitizeSkipsDeallocation]);
+    fill(&mut sub, &mut host, 1);
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    wait(&mut host, 100_000);
+    assert!(read8(&mut sub, &mut host, 1).iter().all(|b| *b == 0xFF), "the erased NAND's ones, not deallocated");
+}

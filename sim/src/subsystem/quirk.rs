@@ -372,6 +372,32 @@ pub enum Quirk {
     /// in Command rather than Invalid Firmware Slot: refused, with the generic status
     /// instead of the one §5.12 (Figure 175) names. nvtest warns.
     InvalidSlotGenericStatus,
+    /// The Sanitize Status log reads SPROG FFFFh (no operation) while SSTAT says one is in
+    /// progress. Breaks §5.14.1.16: SPROG is the fraction completed.
+    SprogFfffInProgress,
+    /// After an operation completes SPROG stays FFFEh. Breaks §5.14.1.16: SPROG is FFFFh
+    /// when no operation is in progress.
+    SprogStuckAfterCompletion,
+    /// SCDW10 of the Sanitize Status log reads 0. Breaks §5.14.1.16: SCDW10 is the
+    /// Command Dword 10 of the Sanitize command that started the operation.
+    Scdw10NotRecorded,
+    /// Identify is refused with Sanitize In Progress while an operation runs. Breaks
+    /// §8.15.1: Identify is allowed.
+    IdentifyRefusedDuringSanitize,
+    /// Get Log Page of the Sanitize Status log is refused with Sanitize In Progress
+    /// while an operation runs. Breaks §8.15.1 and §5.14.1.16: the log is how the host follows it.
+    SanitizeStatusLogRefused,
+    /// After a power cycle during an operation SSTAT reads 000b (never sanitized) though
+    /// the operation resumes. Breaks §8.15 and §5.14.1.16.
+    SanitizeStatusResetByPowerCycle,
+    /// After an Overwrite the media holds the inverse of what its last pass writes: with
+    /// No-Deallocate After Sanitize it then reads otherwise than §5.24 says (a 'should'
+    /// with NODMMAS 01b: nvtest warns).
+    OverwriteFinalPassInverted,
+    /// A sanitize without No-Deallocate After Sanitize leaves the blocks as the operation
+    /// wrote them, not deallocated: they read otherwise than DLFEAT says (a 'should' of
+    /// §5.24: nvtest warns).
+    SanitizeSkipsDeallocation,
 }
 
 impl Quirk {
@@ -476,6 +502,14 @@ impl Quirk {
         Quirk::ReadOnlySlotWritable,
         Quirk::RefusedCommitChangesSlot,
         Quirk::InvalidSlotGenericStatus,
+        Quirk::SprogFfffInProgress,
+        Quirk::SprogStuckAfterCompletion,
+        Quirk::Scdw10NotRecorded,
+        Quirk::IdentifyRefusedDuringSanitize,
+        Quirk::SanitizeStatusLogRefused,
+        Quirk::SanitizeStatusResetByPowerCycle,
+        Quirk::OverwriteFinalPassInverted,
+        Quirk::SanitizeSkipsDeallocation,
     ];
 
     /// The name a profile uses for this quirk.
@@ -580,6 +614,14 @@ impl Quirk {
             Quirk::ReadOnlySlotWritable => "read-only-slot-writable",
             Quirk::RefusedCommitChangesSlot => "refused-commit-changes-slot",
             Quirk::InvalidSlotGenericStatus => "invalid-slot-generic-status",
+            Quirk::SprogFfffInProgress => "sprog-ffff-in-progress",
+            Quirk::SprogStuckAfterCompletion => "sprog-stuck-after-completion",
+            Quirk::Scdw10NotRecorded => "scdw10-not-recorded",
+            Quirk::IdentifyRefusedDuringSanitize => "identify-refused-during-sanitize",
+            Quirk::SanitizeStatusLogRefused => "sanitize-status-log-refused",
+            Quirk::SanitizeStatusResetByPowerCycle => "sanitize-status-reset-by-power-cycle",
+            Quirk::OverwriteFinalPassInverted => "overwrite-final-pass-inverted",
+            Quirk::SanitizeSkipsDeallocation => "sanitize-skips-deallocation",
         }
     }
 

@@ -144,6 +144,8 @@ impl Subsystem {
             // Quirk: the highest namespace keeps its data (§8.15: all user data, broken).
             nsids.pop();
         }
+        let final_inverted = self.quirks.has(Quirk::OverwriteFinalPassInverted);
+        let keep_allocated = self.quirks.has(Quirk::SanitizeSkipsDeallocation);
         for nsid in nsids {
             self.power.writeback.forget(nsid);
             let key = if crypto { self.new_key() } else { None };
@@ -162,11 +164,14 @@ impl Subsystem {
                 SanitizeAction::BlockErase => ns.overwrite(BLOCK_ERASED),
                 SanitizeAction::Overwrite => {
                     let last = final_overwrite_pattern(run.pattern, run.cdw10.passes(), run.cdw10.oipbp());
+                    // Quirk `overwrite-final-pass-inverted`: the media ends inverted (§5.24 'should').
+                    let last = if final_inverted { !last } else { last };
                     ns.overwrite(last.to_le_bytes());
                 }
                 _ => {}
             }
-            if !run.cdw10.ndas() {
+            // Quirk `sanitize-skips-deallocation`: the blocks stay as written (§5.24 'should').
+            if !run.cdw10.ndas() && !keep_allocated {
                 ns.erase();
             }
         }
@@ -189,7 +194,20 @@ impl Subsystem {
         if !admin {
             return Some(status);
         }
+        let in_progress = self.sanitize.running.is_some();
         let allowed = match AdminOpcode::from_u8(cmd.opcode) {
+            // Quirk `identify-refused-during-sanitize` (§8.15.1 broken).
+            Some(AdminOpcode::Identify) if in_progress && self.quirks.has(Quirk::IdentifyRefusedDuringSanitize) => {
+                false
+            }
+            // Quirk `sanitize-status-log-refused` (§8.15.1 broken).
+            Some(AdminOpcode::GetLogPage)
+                if in_progress
+                    && cmd.cdw10 as u8 == LogPageId::SanitizeStatus as u8
+                    && self.quirks.has(Quirk::SanitizeStatusLogRefused) =>
+            {
+                false
+            }
             // Set Features too: a host brings its queues up (Number of Queues) after a reset.
             Some(
                 AdminOpcode::Identify | AdminOpcode::GetFeatures | AdminOpcode::SetFeatures | AdminOpcode::Sanitize,
@@ -217,6 +235,10 @@ impl Subsystem {
         }
         if let Some(run) = self.sanitize.running.as_mut() {
             run.started_ns = None;
+            if self.quirks.has(Quirk::SanitizeStatusResetByPowerCycle) {
+                // Quirk: the log forgets the operation that resumes (§5.14.1.16 broken).
+                self.sanitize.status = Some(SanitizeStatus::NeverSanitized);
+            }
         }
     }
 
@@ -230,7 +252,15 @@ impl Subsystem {
                 let done = (elapsed as u128 * 65536 / run.duration_ns.max(1) as u128).min(0xFFFE);
                 done as u16
             }
+            // Quirk `sprog-stuck-after-completion` (§5.14.1.16 broken).
+            None if state.status.is_some() && self.quirks.has(Quirk::SprogStuckAfterCompletion) => 0xFFFE,
             None => SPROG_NOT_IN_PROGRESS,
+        };
+        // Quirk `sprog-ffff-in-progress` (§5.14.1.16 broken).
+        let sprog = if state.running.is_some() && self.quirks.has(Quirk::SprogFfffInProgress) {
+            SPROG_NOT_IN_PROGRESS
+        } else {
+            sprog
         };
         let mut log = SanitizeStatusLog { sprog, ..SanitizeStatusLog::default() };
         let status = if state.failed.is_some() {
@@ -239,7 +269,8 @@ impl Subsystem {
             state.status.unwrap_or(SanitizeStatus::NeverSanitized)
         };
         log.sstat = Sstat::new().with_status(status).with_global_data_erased(state.global_data_erased);
-        log.scdw10 = state.scdw10;
+        // Quirk `scdw10-not-recorded` (§5.14.1.16 broken).
+        log.scdw10 = if self.quirks.has(Quirk::Scdw10NotRecorded) { 0 } else { state.scdw10 };
         if let Some(model) = &self.profile.erase.sanitize {
             let seconds = |supported: bool, ms: u64| if supported { ms.div_ceil(1000) as u32 } else { 0 };
             // ETO: an Overwrite of 16 passes.
