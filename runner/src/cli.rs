@@ -141,6 +141,11 @@ pub struct RunArgs {
     /// `pci_remove_rescan: true`, the weaker fallback (no power is lost; verdicts say so).
     #[arg(long, value_name = "FILE")]
     pub rig: Option<PathBuf>,
+    /// The drive vendor's firmware image for the firmware suite's download and activation
+    /// cases (its length whole dwords). Without it nvtest downloads its own test image,
+    /// which only the simulated drive accepts: a real drive skips those cases.
+    #[arg(long, value_name = "FILE")]
+    pub firmware: Option<PathBuf>,
     /// On a drive of the Linux driver (/dev/nvmeN): lets destructive cases run, once the
     /// drive is found unused (not needed for sim and QEMU, which are disposable).
     #[arg(long)]
@@ -413,6 +418,7 @@ fn run_suites(args: RunArgs) -> i32 {
         claims: args.claims.clone(),
         journal: args.journal.clone(),
         rig: args.rig.clone(),
+        firmware: args.firmware.clone(),
         seed: args.seed,
         repeat: args.repeat,
         timeout: args.timeout,
@@ -533,6 +539,7 @@ pub fn guest_request(args: &RunArgs, suites: &[LoadedSuite]) -> Result<guest::Gu
     request.seed = args.seed;
     request.claims = args.claims.clone();
     request.rig = args.rig.clone();
+    request.firmware = args.firmware.clone();
     request.safety = SafetyOptions {
         allow_destructive: args.allow_destructive,
         confirm_serial: args.confirm_serial.clone(),

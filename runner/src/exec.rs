@@ -45,6 +45,8 @@ pub struct Session {
     claims: Option<std::sync::Arc<crate::claims::Claims>>,
     /// Where power-fail campaigns journal (`--journal`).
     journal: Option<crate::power::JournalSetup>,
+    /// The vendor's firmware image (`--firmware`).
+    firmware: Option<std::sync::Arc<crate::steps::firmware::VendorImage>>,
 }
 
 impl Session {
@@ -73,6 +75,7 @@ impl Session {
             case_timeout: None,
             claims: None,
             journal: None,
+            firmware: None,
         })
     }
 
@@ -99,6 +102,11 @@ impl Session {
         let mut ctx = CaseContext::new(self.device.as_mut(), &self.facts, rule, seed);
         ctx.claims = self.claims.clone();
         f(&mut ctx)
+    }
+
+    /// The vendor's firmware image the firmware cases download; `None`: nvtest's test image.
+    pub fn set_firmware(&mut self, image: Option<std::sync::Arc<crate::steps::firmware::VendorImage>>) {
+        self.firmware = image;
     }
 
     /// Where power-fail campaigns keep their journals; `None`: in memory only.
@@ -197,6 +205,7 @@ impl Session {
         ctx.deadline = self.case_timeout.map(|limit| (Instant::now() + limit, limit));
         ctx.claims = self.claims.clone();
         ctx.journal = self.journal.clone();
+        ctx.firmware = self.firmware.clone();
         ctx.case_name = format!("{}::{}", case.suite, case.name);
         let mut verdict = Verdict::Pass;
         for (n, step) in case.steps.iter().enumerate() {

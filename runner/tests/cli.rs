@@ -324,3 +324,28 @@ fn a_closed_stdout_cuts_a_run_short_with_one_error_line_and_the_junit_written() 
     assert!(!err.contains("panicked"), "{err}");
     assert!(junit.is_file(), "the cases that ran are reported");
 }
+
+/// `--firmware` is read and checked before anything is opened: an unreadable file, an
+/// empty one, or one that is not whole dwords is one line and exit 2.
+#[test]
+fn a_firmware_image_that_cannot_be_downloaded_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (empty, odd) = (dir.path().join("empty.bin"), dir.path().join("odd.bin"));
+    std::fs::write(&empty, b"").unwrap();
+    std::fs::write(&odd, [0u8; 4099]).unwrap();
+    let (empty, odd) = (empty.display().to_string(), odd.display().to_string());
+    let cases: [(&str, &str); 3] = [
+        ("/nonexistent/fw.bin", "--firmware /nonexistent/fw.bin: cannot read it"),
+        (&empty, "the file is empty"),
+        (&odd, "4099 bytes, not whole dwords"),
+    ];
+    for (file, says) in cases {
+        let args = ["--suite", "firmware", "--firmware", file, NEVER_OPENED];
+        let output = nvtest(&args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "nvtest {args:?}:\n{err}");
+        assert!(err.contains(says), "nvtest {args:?} should say `{says}`:\n{err}");
+        assert!(!err.contains("never-opened"), "nothing is opened: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "nvtest {args:?}: one line:\n{err}");
+    }
+}

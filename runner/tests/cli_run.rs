@@ -84,3 +84,23 @@ fn the_filter_runs_only_matching_cases() {
     assert_eq!(console_counts(&out), (1, 0, 0, 4));
     assert!(out.contains("JUnit report: not written"), "{out}");
 }
+
+/// `--firmware FILE`: the firmware cases download the image given instead of nvtest's
+/// test image, and judge the revision the slot then reports (VEND0001 here, an image the
+/// simulated drive accepts): every case passes, and FR names it after each activation.
+#[test]
+fn the_firmware_suite_downloads_the_image_given_and_judges_its_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("vendor.bin");
+    std::fs::write(&image, nvme::fw_image::build("VEND0001", 32 * 1024)).unwrap();
+    let image = image.display().to_string();
+    let args = ["--suite", "firmware", "--firmware", &image, "--show-output", "sim:enterprise-1.4"];
+    let output = nvtest(&args);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{}", String::from_utf8_lossy(&output.stderr));
+    let (passed, failed, _, _) = console_counts(&out);
+    assert_eq!((passed, failed), (6, 0), "{out}");
+    assert!(out.contains(&format!("image: {image}")), "{out}");
+    assert!(out.contains("VEND0001: the revision of the image given"), "{out}");
+    assert!(!out.contains("NVTF"), "nvtest's own image is never sent when one is given:\n{out}");
+}

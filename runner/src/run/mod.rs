@@ -104,6 +104,8 @@ pub struct RunOptions {
     /// How a hardware runner switches the drive's power (`--rig FILE`, drives of the Linux
     /// driver only).
     pub rig: Option<PathBuf>,
+    /// The vendor's firmware image for the firmware suite (`--firmware FILE`).
+    pub firmware: Option<PathBuf>,
     /// TARGET was not given: the run tests nvtest's built-in simulated drive, and says so
     /// on the console and in every report.
     pub default_target: bool,
@@ -578,6 +580,12 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
     };
     check_reports(options)?;
     let rig = load_rig(options)?;
+    let firmware = match &options.firmware {
+        Some(path) => {
+            Some(std::sync::Arc::new(crate::steps::firmware::VendorImage::load(path).map_err(RunError::Usage)?))
+        }
+        None => None,
+    };
     let labels = labels(options);
     let several = labels.len() > 1;
     let mut openers: Vec<(String, Opener)> = Vec::new();
@@ -595,12 +603,14 @@ pub fn run_on(host: &Host, suites: &[LoadedSuite], options: &RunOptions) -> Resu
         };
         let case_timeout = options.case_timeout;
         let journal = options.journal.clone().map(|dir| crate::power::JournalSetup { dir, target: absolute(target) });
+        let firmware = firmware.clone();
         let checked = move |mut session: Session| -> Result<Session, String> {
             safety::confirm_identity(session.identity(), &confirm, destructive)?;
             session.expect_findings(findings);
             session.set_case_timeout(case_timeout);
             session.set_claims(claims.clone());
             session.set_journal(journal.clone());
+            session.set_firmware(firmware.clone());
             Ok(session)
         };
         let opener: Opener = match target {

@@ -107,21 +107,60 @@ fn writable_slot(ctx: &CaseContext<'_>, log: &FirmwareSlotLog) -> StepResult<u8>
     )
 }
 
-/// Commits, turning a refusal of nvtest's test image into the skip it is.
+/// Commits, turning a refusal of the image into the skip or error it is.
 fn commit(ctx: &mut CaseContext<'_>, slot: u8, action: CommitAction, what: &str) -> StepResult<Status> {
     let c = ctx.admin(what, firmware_commit(slot, action), Data::None)?;
-    refused_image(c.status(), action, what)
+    refused_image(ctx, c.status(), action, what)
 }
 
-/// The commit's status, or the skip a refusal of nvtest's test image means.
-fn refused_image(status: Status, action: CommitAction, what: &str) -> StepResult<Status> {
-    if status.same_code(&Status::INVALID_FIRMWARE_IMAGE) && action.replaces() {
-        return Err(StepError::Skip(format!(
-            "the drive refused nvtest's test image ({what} -> Invalid Firmware Image): activating firmware needs an \
-             image this drive accepts"
+/// The commit's status; or, for Invalid Firmware Image, the skip a refusal of nvtest's
+/// test image means, or the error a refusal of the vendor's image is (the image given
+/// may be another model's: nothing says the drive is wrong).
+fn refused_image(ctx: &CaseContext<'_>, status: Status, action: CommitAction, what: &str) -> StepResult<Status> {
+    if !(status.same_code(&Status::INVALID_FIRMWARE_IMAGE) && action.replaces()) {
+        return Ok(status);
+    }
+    if let Some(image) = &ctx.firmware {
+        return Err(StepError::Error(format!(
+            "the drive refused the image given with --firmware {} ({what} -> Invalid Firmware Image): is it this \
+             model's image, whole?",
+            image.path.display()
         )));
     }
-    Ok(status)
+    Err(StepError::Skip(format!(
+        "the drive refused nvtest's test image ({what} -> Invalid Firmware Image): activating firmware needs an \
+         image this drive accepts (give the vendor's with --firmware FILE)"
+    )))
+}
+
+/// A firmware image the user gave (`--firmware FILE`), read and checked once, before
+/// any device is opened.
+#[derive(Debug)]
+pub struct VendorImage {
+    pub path: std::path::PathBuf,
+    pub bytes: Vec<u8>,
+}
+
+impl VendorImage {
+    /// Reads `path`: an image Firmware Image Download can carry (whole dwords, §5.13 NUMD).
+    pub fn load(path: &std::path::Path) -> Result<VendorImage, String> {
+        let shown = path.display();
+        let bytes = std::fs::read(path).map_err(|e| format!("--firmware {shown}: cannot read it: {e}"))?;
+        if bytes.is_empty() {
+            return Err(format!("--firmware {shown}: the file is empty"));
+        }
+        if !bytes.len().is_multiple_of(4) {
+            return Err(format!(
+                "--firmware {shown}: {} bytes, not whole dwords (Firmware Image Download carries dwords: NVMe 1.4 \
+                 §5.13 NUMD)",
+                bytes.len()
+            ));
+        }
+        if bytes.len() as u64 > 4 * (u32::MAX as u64) {
+            return Err(format!("--firmware {shown}: {} bytes, beyond what OFST can address", bytes.len()));
+        }
+        Ok(VendorImage { path: path.to_path_buf(), bytes })
+    }
 }
 
 /// `firmware_update`.
@@ -138,10 +177,20 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
     let before = slot_log(ctx, "before")?;
     let old_fr = running_revision(ctx, "before")?;
     let slot = writable_slot(ctx, &before)?;
-    let mut taken: Vec<String> = (1..=7).filter_map(|s| before.revision(s)).map(|r| r.text).collect();
-    taken.push(old_fr.clone());
-    let revision = test_revision(ctx.seed, &taken);
-    let image = fw_image::build(&revision, 64 * 1024);
+    // The vendor's image (its revision known once a slot holds it), or a test image of a
+    // revision no slot holds.
+    let (image, expected) = match &ctx.firmware {
+        Some(v) => {
+            ctx.log.push(format!("image: {} ({} bytes, --firmware)", v.path.display(), v.bytes.len()));
+            (v.bytes.clone(), None)
+        }
+        None => {
+            let mut taken: Vec<String> = (1..=7).filter_map(|s| before.revision(s)).map(|r| r.text).collect();
+            taken.push(old_fr.clone());
+            let revision = test_revision(ctx.seed, &taken);
+            (fw_image::build(&revision, 64 * 1024), Some(revision))
+        }
+    };
     download(ctx, &image)?;
     let before_load = match &load {
         Some(l) => Some(super::firmware_load::measure(ctx, l, "before")?),
@@ -167,7 +216,7 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
     let (status, across) = match &load {
         Some(l) => {
             let (status, outcome) = super::firmware_load::commit_under_load(ctx, l, slot, action)?;
-            (refused_image(status, action, &what)?, Some(outcome))
+            (refused_image(ctx, status, action, &what)?, Some(outcome))
         }
         None => (commit(ctx, slot, action, &what)?, None),
     };
@@ -197,14 +246,32 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
         expect_success(ctx, &what, status)?;
     }
     let after = slot_log(ctx, "after the commit")?;
-    if after.revision(slot).map(|r| r.text) != Some(revision.clone()) {
-        return Err(ctx.fail_rule(
-            rules::firmware_slot_log(),
-            what,
-            format!("FRS{slot} {}", after.revision(slot).map_or("empty".to_string(), |r| r.text)),
-            format!("FRS{slot} {revision}, the revision of the image committed"),
-        ));
-    }
+    let frs = after.revision(slot).map(|r| r.text);
+    let revision = match (&expected, frs) {
+        (Some(e), Some(f)) if *e == f => f,
+        // The vendor's image: its revision is what the slot now reports.
+        (None, Some(f)) => {
+            ctx.log.push(format!("FRS{slot} {f}: the revision of the image given"));
+            if f == old_fr {
+                ctx.log.push(format!(
+                    "FR {old_fr} runs already: FR cannot show the activation, AFI's active slot must (a revision \
+                     other than the running one proves more)"
+                ));
+            }
+            f
+        }
+        (_, frs) => {
+            return Err(ctx.fail_rule(
+                rules::firmware_slot_log(),
+                what,
+                format!("FRS{slot} {}", frs.unwrap_or_else(|| "empty".into())),
+                format!(
+                    "FRS{slot} {}, the revision of the image committed",
+                    expected.as_deref().unwrap_or("a revision")
+                ),
+            ))
+        }
+    };
     if at_reset {
         if after.afi.next_slot() != slot {
             return Err(ctx.fail_rule(
@@ -385,9 +452,15 @@ pub fn firmware_errors(ctx: &mut CaseContext<'_>) -> StepResult {
     if frmw.slot1_read_only() {
         // An image the drive could take, so that only the slot is wrong. A drive may judge
         // the image before the slot: then the read-only rule is not judged.
-        let mut taken: Vec<String> = (1..=7).filter_map(|s| log.revision(s)).map(|r| r.text).collect();
-        taken.push(running_revision(ctx, "before the read-only slot case")?);
-        download(ctx, &fw_image::build(&test_revision(ctx.seed, &taken), 16 * 1024))?;
+        let image = match &ctx.firmware {
+            Some(v) => v.bytes.clone(),
+            None => {
+                let mut taken: Vec<String> = (1..=7).filter_map(|s| log.revision(s)).map(|r| r.text).collect();
+                taken.push(running_revision(ctx, "before the read-only slot case")?);
+                fw_image::build(&test_revision(ctx.seed, &taken), 16 * 1024)
+            }
+        };
+        download(ctx, &image)?;
         let what = "Firmware Commit FS 1 CA 000b (slot 1, read-only: FRMW bit 0)";
         let c = ctx.admin(what, firmware_commit(1, CommitAction::Replace), Data::None)?;
         let status = c.status();

@@ -106,6 +106,8 @@ pub struct CaseContext<'a> {
     pub case_name: String,
     /// Where a power-fail campaign keeps its journal (`--journal`); `None`: in memory.
     pub journal: Option<crate::power::JournalSetup>,
+    /// The vendor's firmware image (`--firmware`); `None`: nvtest's test image.
+    pub firmware: Option<std::sync::Arc<firmware::VendorImage>>,
     /// The last command sent: on the admin queue (`true`) or an I/O queue, and its opcode.
     last_command: Option<(bool, u8)>,
 }
@@ -130,6 +132,7 @@ impl<'a> CaseContext<'a> {
             last_command: None,
             case_name: String::new(),
             journal: None,
+            firmware: None,
         }
     }
 

@@ -231,6 +231,8 @@ pub struct GuestRequest {
     /// `--rig`: checked on the host, then handed to the guest's nvtest (its commands run
     /// in the guest, on the guest's view of the drive).
     pub rig: Option<PathBuf>,
+    /// `--firmware`, copied into the guest.
+    pub firmware: Option<PathBuf>,
     pub safety: SafetyOptions,
     /// Where the JUnit report goes on the host.
     pub junit: Option<PathBuf>,
@@ -261,6 +263,7 @@ impl GuestRequest {
             expect: None,
             claims: None,
             rig: None,
+            firmware: None,
             safety: SafetyOptions::default(),
             junit: None,
             json: None,
@@ -508,6 +511,11 @@ fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
         let rel = format!("rig-{name}");
         args.extend(["--rig".to_string(), format!("{GUEST_DIR}/{rel}")]);
         files.push((rel, text));
+    }
+    if let Some(path) = &request.firmware {
+        let image = crate::steps::firmware::VendorImage::load(path).map_err(error)?;
+        args.extend(["--firmware".to_string(), format!("{GUEST_DIR}/firmware.bin")]);
+        files.push(("firmware.bin".to_string(), image.bytes.clone()));
     }
     let safety = &request.safety;
     let mut note = None;
