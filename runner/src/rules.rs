@@ -431,6 +431,15 @@ pub fn sanitize_after_content(no_deallocate: bool) -> Rule {
     }
 }
 
+pub fn sanitize_failure_mode() -> Rule {
+    rule(
+        "NVMe 1.4 §8.15 Sanitize Operations (failure mode) and §5.24 Sanitize command (AUSE, Exit Failure Mode)",
+        "after a sanitize operation failed, the restricted commands are aborted with Sanitize Failed until the \
+         controller leaves failure mode: by Exit Failure Mode where the failed Sanitize set AUSE (unrestricted \
+         completion mode), or by a sanitize operation that completes",
+    )
+}
+
 pub fn sanitize_status_log() -> Rule {
     rule(
         "NVMe 1.4 §5.14.1.16 Sanitize Status (Log Identifier 81h)",

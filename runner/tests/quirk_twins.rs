@@ -195,12 +195,18 @@ fn session(profile: Profile) -> Session {
     session
 }
 
+/// Cases that judge only a drive in a state the shipped profiles never are, with the test
+/// here that brings a simulated drive into it and proves the case both ways.
+const TWINS_ON_OTHER_SETUPS: &[(&str, &str, &str)] =
+    &[("erase", "sanitize-failure-recovery", "a_drive_found_in_sanitize_failure_mode_is_judged_both_ways")];
+
 #[test]
 fn every_case_has_a_failing_twin() {
     let mut missing = Vec::new();
     for name in SUITES {
         for case in suite(name).cases {
-            if !TWINS.iter().any(|(s, c, _, _)| s == name && selects(c, &case)) {
+            let elsewhere = TWINS_ON_OTHER_SETUPS.iter().any(|(s, c, _)| s == name && selects(c, &case));
+            if !elsewhere && !TWINS.iter().any(|(s, c, _, _)| s == name && selects(c, &case)) {
                 missing.push(format!("{name}::{}", case.name));
             }
         }
@@ -213,6 +219,8 @@ fn every_case_has_a_failing_twin() {
 const PROVEN_ON_OTHER_PROFILES: &[(&str, &str)] = &[
     ("nn-understated", "namespaces_as_found_judges_a_provisioned_drive_read_only"),
     ("metadata-not-kept", "metadata_formats::a_drive_that_drops_separate_metadata_fails_naming_the_metadata_rule"),
+    ("failure-mode-accepts-io", "a_drive_found_in_sanitize_failure_mode_is_judged_both_ways"),
+    ("exit-failure-mode-ignored", "a_drive_found_in_sanitize_failure_mode_is_judged_both_ways"),
     (
         "loss-protection-cache-lost",
         "power_fail::a_drive_that_loses_its_cache_despite_protection_fails_naming_the_claim",
@@ -495,5 +503,58 @@ fn advisory_deallocation_passes_the_trim_suite() {
         expected.sort();
         noted.sort();
         assert_eq!(noted, expected, "{quirk}: the cases noting kept data");
+    }
+}
+
+/// `erase::sanitize-failure-recovery` on drives whose first sanitize operation fails (the
+/// profile's `fail_next`, a fault): the failed operation is itself a failure of the
+/// sanitize case that started it (SSTAT 011b), and leaves the drive in failure mode,
+/// unrestricted or restricted as its AUSE said; the recovery case then passes on the
+/// clean drive, skips on a drive not in failure mode, and fails naming the failure-mode
+/// rule on a drive that restricts nothing or does not leave the mode on Exit Failure Mode.
+#[test]
+fn a_drive_found_in_sanitize_failure_mode_is_judged_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = |ause: bool| {
+        let path = dir.path().join(format!("fail-{ause}.yaml"));
+        let text = format!(
+            "suite: setup\ntitle: a sanitize that the drive fails\nspec: [\"NVMe 1.4 §8.15\"]\ncases:\n  - name: fail\n    title: fails\n    \
+             rule: \"NVMe 1.4 §8.15\"\n    destructive: true\n    steps:\n      - sanitize: {{action: block_erase, \
+             ause: {ause}}}\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        load_file(&path, None).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let erase = suite("erase");
+    let recovery = erase.cases.iter().find(|c| c.name == "sanitize-failure-recovery").unwrap();
+    let failing = |quirk: Option<Quirk>| {
+        let mut p = Profile::builtin("enterprise-1.4").unwrap();
+        p.erase.sanitize.as_mut().unwrap().fail_next = 1;
+        session(match quirk {
+            Some(q) => p.with_quirk(q),
+            None => p,
+        })
+    };
+    let seed = nvtest::exec::fresh_run_seed;
+    let mut clean = session(Profile::builtin("enterprise-1.4").unwrap());
+    assert!(matches!(clean.run_case(recovery, seed()).verdict, Verdict::Skipped(_)), "not in failure mode");
+    for (ause, quirk, wanted) in [
+        (true, None, None),
+        (false, None, None),
+        (false, Some(Quirk::FailureModeAcceptsIo), Some("(failure mode)")),
+        (true, Some(Quirk::ExitFailureModeIgnored), Some("(failure mode)")),
+    ] {
+        let mut s = failing(quirk);
+        let fail = &setup(ause).cases[0];
+        match s.run_case(fail, seed()).verdict {
+            Verdict::Fail(f) => assert!(f.observed.contains("011b"), "the failed operation named: {f}"),
+            other => panic!("a failed sanitize operation should fail its case, got {other:?}"),
+        }
+        let outcome = s.run_case(recovery, seed());
+        match (wanted, &outcome.verdict) {
+            (None, Verdict::Pass) => {}
+            (Some(rule), Verdict::Fail(f)) if f.rule.to_string().contains(rule) => {}
+            (_, other) => panic!("AUSE {ause}, {quirk:?}: got {other:?}\n{:#?}", outcome.log),
+        }
     }
 }

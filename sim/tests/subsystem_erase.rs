@@ -276,3 +276,59 @@ fn content_quirks_leave_other_content_than_the_spec_says() {
     wait(&mut host, 100_000);
     assert!(read8(&mut sub, &mut host, 1).iter().all(|b| *b == 0xFF), "the erased NAND's ones, not deallocated");
 }
+
+/// enterprise-1.4 whose first sanitize operation fails (the profile's fault).
+fn failing_drive(quirks: &[Quirk]) -> (Subsystem, TestHost) {
+    let mut p = Profile::builtin("enterprise-1.4").unwrap();
+    p.capacity_bytes = 64 << 20;
+    p.namespaces = vec![InitialNamespace { lbads: 512, ms: 0, extended: false, blocks: 1024, attached: true }; 2];
+    p.erase.sanitize.as_mut().unwrap().fail_next = 1;
+    for q in quirks {
+        p = p.with_quirk(*q);
+    }
+    (Subsystem::new(p).unwrap(), TestHost::new(1))
+}
+
+fn fail_once(sub: &mut Subsystem, host: &mut TestHost, ause: bool) {
+    let cdw10 = SanitizeCdw10::new().with_sanact(SanitizeAction::BlockErase).with_ause(ause);
+    ok(host.admin(sub, &sanitize::sanitize(cdw10, 0)));
+    wait(host, 100_000);
+    assert_eq!(status_log(sub, host).sstat.status(), SanitizeStatus::Failed);
+}
+
+fn exit_failure_mode(sub: &mut Subsystem, host: &mut TestHost) -> Done {
+    host.admin(sub, &sanitize::sanitize(SanitizeCdw10::new().with_sanact(SanitizeAction::ExitFailureMode), 0))
+}
+
+#[test]
+fn a_failed_sanitize_leaves_failure_mode_until_exit_or_a_new_operation() {
+    // Unrestricted (AUSE set): I/O refused with Sanitize Failed until Exit Failure Mode.
+    let (mut sub, mut host) = failing_drive(&[]);
+    fill(&mut sub, &mut host, 1);
+    fail_once(&mut sub, &mut host, true);
+    assert!(host.read(&mut sub, 1, 0, 1, BLOCK).0.status.same_code(&Status::SANITIZE_FAILED));
+    ok(host.identify(&mut sub, 1, 0, 0).0);
+    ok(exit_failure_mode(&mut sub, &mut host));
+    assert!(read8(&mut sub, &mut host, 1) == pattern(1), "a failed operation erased nothing");
+
+    // Restricted (AUSE clear): Exit Failure Mode is refused; a new operation leaves it.
+    let (mut sub, mut host) = failing_drive(&[]);
+    fail_once(&mut sub, &mut host, false);
+    assert!(exit_failure_mode(&mut sub, &mut host).status.same_code(&Status::SANITIZE_FAILED));
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    wait(&mut host, 100_000);
+    assert_eq!(status_log(&mut sub, &mut host).sstat.status(), SanitizeStatus::Completed);
+    ok(host.read(&mut sub, 1, 0, 1, BLOCK).0);
+}
+
+#[test]
+fn failure_mode_quirks_break_their_rules() {
+    let (mut sub, mut host) = failing_drive(&[Quirk::FailureModeAcceptsIo]);
+    fail_once(&mut sub, &mut host, false);
+    ok(host.read(&mut sub, 1, 0, 1, BLOCK).0);
+
+    let (mut sub, mut host) = failing_drive(&[Quirk::ExitFailureModeIgnored]);
+    fail_once(&mut sub, &mut host, true);
+    ok(exit_failure_mode(&mut sub, &mut host));
+    assert!(host.read(&mut sub, 1, 0, 1, BLOCK).0.status.same_code(&Status::SANITIZE_FAILED));
+}

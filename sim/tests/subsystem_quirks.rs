@@ -96,8 +96,9 @@ fn every_quirk_has_a_test_here() {
     // content (sprog-ffff-in-progress, sprog-stuck-after-completion, scdw10-not-recorded,
     // identify-refused-during-sanitize, sanitize-status-log-refused,
     // sanitize-status-reset-by-power-cycle, overwrite-final-pass-inverted,
-    // sanitize-skips-deallocation) in subsystem_erase.rs too.
-    assert_eq!(Quirk::ALL.len(), 107);
+    // sanitize-skips-deallocation) and the two of failure mode (failure-mode-accepts-io,
+    // exit-failure-mode-ignored) in subsystem_erase.rs too.
+    assert_eq!(Quirk::ALL.len(), 109);
 }
 
 // ---------------------------------------------------------------------------------------

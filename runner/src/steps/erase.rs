@@ -308,6 +308,7 @@ pub fn sanitize(ctx: &mut CaseContext<'_>, s: &SanitizeStep) -> StepResult {
     let pattern = s.pattern.unwrap_or(0x5AA5_C33C);
     let cdw10 = SanitizeCdw10::new()
         .with_sanact(action)
+        .with_ause(s.ause)
         .with_ndas(s.no_deallocate)
         .with_owpass(if action == SanitizeAction::Overwrite { passes % 16 } else { 0 })
         .with_oipbp(s.invert);
@@ -387,6 +388,128 @@ pub fn sanitize(ctx: &mut CaseContext<'_>, s: &SanitizeStep) -> StepResult {
         ],
     });
     first_warning(warnings)
+}
+
+/// `sanitize_failure_mode`: on a drive whose last sanitize operation failed (found so:
+/// a host cannot make one fail), a Read must be refused with Sanitize Failed and
+/// Identify must complete; then the way out: Exit Failure Mode must succeed where the
+/// failed Sanitize set AUSE (SCDW10 bit 3) and end the restrictions; where it did not,
+/// Exit Failure Mode is refused (Sanitize Failed; anything else is a warning, the text
+/// being less plain there) and a new sanitize operation (the first SANICAP offers) must
+/// complete and end them.
+pub fn sanitize_failure_mode(ctx: &mut CaseContext<'_>) -> StepResult {
+    let version = ctx.facts.version;
+    if version < Version::V1_3 {
+        return Err(StepError::Skip(format!(
+            "Sanitize (SANICAP, the Sanitize Status log) is NVMe 1.3 and later: the controller reports version \
+             {version}"
+        )));
+    }
+    let cap = ctx.facts.identify.sanicap;
+    if !(cap.ces() || cap.bes() || cap.ows()) {
+        return Err(StepError::Skip(format!(
+            "Identify Controller SANICAP {:08X}h offers no sanitize operation",
+            cap.into_bits()
+        )));
+    }
+    let log = status_log(ctx, "at the start")?;
+    if log.sstat.status() != SanitizeStatus::Failed {
+        return Err(StepError::Skip(format!(
+            "the Sanitize Status log shows SSTAT {:03b}b: the drive is not in sanitize failure mode (only a drive \
+             whose last operation failed is; a host cannot make one fail)",
+            log.sstat.status().into_bits()
+        )));
+    }
+    let failed = SanitizeCdw10::from_bits(log.scdw10);
+    let mode = if failed.ause() { "unrestricted (AUSE set)" } else { "restricted (AUSE clear)" };
+    ctx.log.push(format!("in sanitize failure mode, {mode}: SCDW10 {:#x}", log.scdw10));
+    let fail = |ctx: &CaseContext<'_>, sent: String, observed: String, expected: &str| {
+        ctx.fail_rule(rules::sanitize_failure_mode(), sent, observed, expected.to_string())
+    };
+    let Some(&nsid) = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?.first() else {
+        return Err(StepError::Skip("no active namespace to send a Read to (Identify CNS 02h is empty)".into()));
+    };
+    let size = namespaces::identify_namespace(ctx, nsid)?.lba_data_size().unwrap_or(512).clamp(512, 65536) as usize;
+    let mut buf = vec![0u8; size];
+    let read = |ctx: &mut CaseContext<'_>, buf: &mut [u8], when: &str| -> StepResult<(String, Status)> {
+        let what = format!("Read NSID {nsid} SLBA 0 NLB 0, {when}");
+        let c = ctx.io(&what, nvm::read(nsid, 0, 0), Data::FromDevice(buf))?;
+        Ok((what, c.status()))
+    };
+    let (what, got) = read(ctx, &mut buf, "in failure mode")?;
+    if !got.same_code(&Status::SANITIZE_FAILED) {
+        return Err(fail(
+            ctx,
+            what,
+            got.to_string(),
+            "Sanitize Failed (SCT 0h, SC 1Ch): I/O is restricted in failure mode",
+        ));
+    }
+    let mut id = [0u8; 4096];
+    let what = "Identify CNS 01h (Identify Controller), in failure mode";
+    let c = ctx.admin(what, nvme::spec::identify::identify(Cns::Controller, 0, 0), Data::FromDevice(&mut id))?;
+    if !c.status().is_success() {
+        return Err(fail(
+            ctx,
+            what.into(),
+            c.status().to_string(),
+            "Successful Completion: Identify is allowed in failure mode",
+        ));
+    }
+    let exit = "Sanitize SANACT 001b (Exit Failure Mode)";
+    let c = ctx.admin(
+        exit,
+        sanitize_command(SanitizeCdw10::new().with_sanact(SanitizeAction::ExitFailureMode), 0),
+        Data::None,
+    )?;
+    let mut warning = None;
+    if failed.ause() {
+        if !c.status().is_success() {
+            return Err(fail(
+                ctx,
+                exit.into(),
+                c.status().to_string(),
+                "Successful Completion: AUSE was set, the mode is unrestricted",
+            ));
+        }
+    } else {
+        if !c.status().same_code(&Status::SANITIZE_FAILED) {
+            warning = Some(Failure {
+                rule: rules::sanitize_failure_mode(),
+                sent: exit.into(),
+                observed: c.status().to_string(),
+                expected: "Sanitize Failed: the failed Sanitize left AUSE clear (restricted completion mode), which \
+                           nvtest reads §8.15 as allowing only a new sanitize operation out — a reading, so a warning"
+                    .into(),
+            });
+        }
+        if !c.status().is_success() {
+            let (action, name) = if cap.ces() {
+                (SanitizeAction::CryptoErase, "Crypto Erase")
+            } else if cap.bes() {
+                (SanitizeAction::BlockErase, "Block Erase")
+            } else {
+                (SanitizeAction::Overwrite, "Overwrite, 1 pass")
+            };
+            let what =
+                format!("Sanitize SANACT {:03b}b ({name}), to leave restricted failure mode", action.into_bits());
+            let cdw10 = SanitizeCdw10::new().with_sanact(action).with_owpass(1);
+            let c = ctx.admin(&what, sanitize_command(cdw10, 0x5AA5_C33C), Data::None)?;
+            ctx.expect(&what, &c, None)?;
+            let estimate_s = estimate(&status_log(ctx, "just after the Sanitize")?, action, false);
+            let limit_s = estimate_s.map_or(3600, |e| e.saturating_mul(10).max(60));
+            follow(ctx, &what, limit_s, estimate_s)?;
+            ctx.device.namespaces_changed()?;
+        }
+    }
+    let (what, got) = read(ctx, &mut buf, "after leaving failure mode")?;
+    if got.same_code(&Status::SANITIZE_FAILED) {
+        return Err(fail(ctx, what, got.to_string(), "no longer Sanitize Failed: the controller left failure mode"));
+    }
+    match warning {
+        Some(w) => Err(StepError::Warning(w)),
+        None => Ok(()),
+    }
 }
 
 /// The Sanitize Status log, requiring the read to succeed.

@@ -366,6 +366,7 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         Step::Sanitize(s) => erase::sanitize(ctx, s),
         Step::FirmwareUpdate(f) => firmware::firmware_update(ctx, f),
         Step::FirmwareErrors {} => firmware::firmware_errors(ctx),
+        Step::SanitizeFailureMode {} => erase::sanitize_failure_mode(ctx),
     }
 }
 

@@ -627,6 +627,11 @@ pub enum Step {
     /// Firmware Commit errors: a slot beyond FRMW's count, a replace of read-only slot 1,
     /// an image with a wrong CRC — each with the status §5.12 assigns, the slots unchanged.
     FirmwareErrors {},
+    /// A drive found in sanitize failure mode (its last operation failed, SSTAT 011b):
+    /// the restrictions with Sanitize Failed, then the way out its mode allows (Exit
+    /// Failure Mode where the failed Sanitize set AUSE, else a new sanitize operation).
+    /// Skips, saying what the log shows, on a drive not in failure mode.
+    SanitizeFailureMode {},
 }
 
 /// The `firmware_update` step's fields.
@@ -709,6 +714,10 @@ pub struct SanitizeStep {
     /// event must arrive.
     #[serde(default)]
     pub expect_event: bool,
+    /// AUSE: Allow Unrestricted Sanitize Exit (should the operation fail, Exit Failure
+    /// Mode may end the failure mode).
+    #[serde(default)]
+    pub ause: bool,
     /// The longest wait for completion, in seconds; default: ten times the estimate the
     /// Sanitize Status log gives (at least 60 s), or an hour when it gives none.
     #[serde(default)]

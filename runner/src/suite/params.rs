@@ -337,7 +337,7 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             }
             workload_jobs(&mut parts, &mut f.jobs);
         }
-        Step::FirmwareErrors {} => {}
+        Step::FirmwareErrors {} | Step::SanitizeFailureMode {} => {}
         Step::FormatErase(f) => {
             if f.unsupported && f.ses != crate::suite::model::EraseSetting::Crypto {
                 parts.misuses.push((

@@ -68,6 +68,11 @@ pub struct SanitizeModel {
     /// Simulated time each Overwrite pass takes.
     #[serde(default)]
     pub overwrite_pass_ms: u64,
+    /// A fault, not a quirk (a drive may fail a sanitize): the first this many operations
+    /// fail when they end (SSTAT 011b), erasing nothing, and leave the controller in
+    /// failure mode, unrestricted when the Sanitize set AUSE, else restricted.
+    #[serde(default)]
+    pub fail_next: u32,
 }
 
 impl EraseModel {

@@ -398,6 +398,12 @@ pub enum Quirk {
     /// wrote them, not deallocated: they read otherwise than DLFEAT says (a 'should' of
     /// §5.24: nvtest warns).
     SanitizeSkipsDeallocation,
+    /// After a sanitize operation failed, I/O commands run as if nothing had: failure
+    /// mode restricts nothing. Breaks §8.15: the restrictions hold in failure mode (Sanitize Failed).
+    FailureModeAcceptsIo,
+    /// Exit Failure Mode (unrestricted completion mode) succeeds but the controller stays
+    /// in failure mode. Breaks §8.15 / §5.24 (SANACT 001b).
+    ExitFailureModeIgnored,
 }
 
 impl Quirk {
@@ -510,6 +516,8 @@ impl Quirk {
         Quirk::SanitizeStatusResetByPowerCycle,
         Quirk::OverwriteFinalPassInverted,
         Quirk::SanitizeSkipsDeallocation,
+        Quirk::FailureModeAcceptsIo,
+        Quirk::ExitFailureModeIgnored,
     ];
 
     /// The name a profile uses for this quirk.
@@ -622,6 +630,8 @@ impl Quirk {
             Quirk::SanitizeStatusResetByPowerCycle => "sanitize-status-reset-by-power-cycle",
             Quirk::OverwriteFinalPassInverted => "overwrite-final-pass-inverted",
             Quirk::SanitizeSkipsDeallocation => "sanitize-skips-deallocation",
+            Quirk::FailureModeAcceptsIo => "failure-mode-accepts-io",
+            Quirk::ExitFailureModeIgnored => "exit-failure-mode-ignored",
         }
     }
 

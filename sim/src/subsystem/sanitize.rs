@@ -10,8 +10,11 @@
 //! the operation completes; until then every command that could see user data is
 //! refused, so no host sees the difference.
 //!
-//! Failure mode (SSTAT 011b, Exit Failure Mode) is implemented for the statuses and the
-//! restrictions, but nothing in the simulator makes an operation fail.
+//! An operation fails when the profile says so (`sanitize.fail_next`, a fault: a drive
+//! may fail one): SSTAT 011b, nothing erased, and the controller in failure mode (§8.15)
+//! until Exit Failure Mode (allowed only when the failed Sanitize set AUSE: unrestricted
+//! completion mode) or a new operation completes; meanwhile the restricted commands are
+//! refused with Sanitize Failed.
 
 use super::{Quirk, Subsystem};
 use crate::exec::{AsyncEvent, ControllerContext, Done};
@@ -40,6 +43,8 @@ pub struct SanitizeState {
     global_data_erased: bool,
     /// Quirk `sanitize-no-completion-event` aside, whether the completion event is owed.
     event_pending: bool,
+    /// Operations failed so far (the profile's `fail_next` fails the first ones).
+    operations_failed: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -77,6 +82,8 @@ impl Subsystem {
                 // §8.15: leaves unrestricted failure mode; a controller in restricted
                 // failure mode (or in none) has nothing to exit to.
                 return match self.sanitize.failed {
+                    // Quirk `exit-failure-mode-ignored`: success, failure mode stays (§8.15 broken).
+                    Some(true) if self.quirks.has(Quirk::ExitFailureModeIgnored) => Done::ok(),
                     Some(true) | None => {
                         self.sanitize.failed = None;
                         Done::ok()
@@ -120,6 +127,14 @@ impl Subsystem {
             if ctx.now_ns >= started.saturating_add(run.duration_ns) {
                 let run = *run;
                 self.sanitize.running = None;
+                let fail_next = self.profile.erase.sanitize.map_or(0, |m| m.fail_next);
+                if self.sanitize.operations_failed < fail_next {
+                    // The profile's fault: the operation fails, nothing is erased.
+                    self.sanitize.operations_failed += 1;
+                    self.sanitize.status = Some(SanitizeStatus::Failed);
+                    self.sanitize.failed = Some(run.cdw10.ause());
+                    return;
+                }
                 self.apply_sanitize(run);
                 self.sanitize.status = Some(SanitizeStatus::Completed);
                 // Quirk `global-data-erased-never-set`: SSTAT bit 8 stays clear (log 81h broken).
@@ -189,6 +204,10 @@ impl Subsystem {
         };
         if self.quirks.has(Quirk::SanitizeAcceptsCommands) {
             // Quirk: commands run during the operation (§8.15.1 broken).
+            return None;
+        }
+        if self.sanitize.running.is_none() && self.quirks.has(Quirk::FailureModeAcceptsIo) {
+            // Quirk: failure mode restricts nothing (§8.15 broken).
             return None;
         }
         if !admin {
