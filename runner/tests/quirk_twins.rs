@@ -558,3 +558,33 @@ fn a_drive_found_in_sanitize_failure_mode_is_judged_both_ways() {
         }
     }
 }
+
+/// Not a quirk: drives whose images cannot run at once (Firmware Activation Requires a
+/// Controller Level / Conventional Reset, §5.12) or may not run at all (Firmware
+/// Activation Prohibited) are not blamed. The firmware cases pass, after the reset the
+/// status names (a Conventional Reset by a power cycle, after a normal shutdown so the
+/// data written before is kept), or skip, saying why.
+#[test]
+fn drives_whose_images_need_a_reset_or_are_prohibited_are_not_blamed() {
+    use nvme_sim::subsystem::firmware::ActivationRule;
+    let firmware = suite("firmware");
+    for (rule, skips) in [
+        (ActivationRule::ControllerReset, false),
+        (ActivationRule::ConventionalReset, false),
+        (ActivationRule::NvmSubsystemReset, false),
+        (ActivationRule::Prohibited, true),
+    ] {
+        let mut p = Profile::builtin("enterprise-1.4").unwrap();
+        p.firmware.as_mut().unwrap().activation = [("NVTF*".to_string(), rule)].into();
+        let mut s = session(p);
+        for case in &firmware.cases {
+            let outcome = s.run_case(case, nvtest::exec::fresh_run_seed());
+            let activates = case.name != "commit-errors" && case.name != "replace-only";
+            match &outcome.verdict {
+                Verdict::Pass if !(skips && activates) => {}
+                Verdict::Skipped(why) if skips && activates && why.contains("Firmware Activation Prohibited") => {}
+                other => panic!("{rule:?}: firmware::{} got {other:?}\n{:#?}", case.name, outcome.log),
+            }
+        }
+    }
+}

@@ -250,3 +250,35 @@ fn commit_quirks_break_their_rules() {
     let (mut sub, mut host) = quirked(Quirk::InvalidSlotGenericStatus);
     status(host.admin(&mut sub, &firmware_commit(7, CommitAction::ActivateAtReset)), Status::INVALID_FIELD);
 }
+
+#[test]
+fn a_revisions_activation_rule_names_its_reset_or_prohibits_it() {
+    use nvme_sim::subsystem::firmware::ActivationRule;
+    let mut p = profile();
+    p.firmware.as_mut().unwrap().activation = [
+        ("NVTC*".to_string(), ActivationRule::ControllerReset),
+        ("NVTP*".to_string(), ActivationRule::ConventionalReset),
+        ("NVTX*".to_string(), ActivationRule::Prohibited),
+    ]
+    .into();
+    let (mut sub, mut host) = (Subsystem::new(p).unwrap(), TestHost::new(1));
+    download(&mut sub, &mut host, &fw_image::build("NVTX0001", 4096));
+    let now = CommitAction::ReplaceAndActivateNow;
+    status(host.admin(&mut sub, &firmware_commit(2, now)), Status::FIRMWARE_ACTIVATION_PROHIBITED);
+    assert_eq!(slot_log(&mut sub, &mut host).revision(2).unwrap().text, "NVTX0001", "the slot took the image");
+
+    download(&mut sub, &mut host, &fw_image::build("NVTC0001", 4096));
+    status(host.admin(&mut sub, &firmware_commit(2, now)), Status::FIRMWARE_ACTIVATION_REQUIRES_CONTROLLER_LEVEL_RESET);
+    assert_eq!(fr(&mut sub, &mut host), "NVT14A01");
+    sub.controller_enabled(1);
+    assert_eq!(fr(&mut sub, &mut host), "NVTC0001", "runs after a Controller Reset");
+
+    download(&mut sub, &mut host, &fw_image::build("NVTP0001", 4096));
+    status(host.admin(&mut sub, &firmware_commit(3, now)), Status::FIRMWARE_ACTIVATION_REQUIRES_CONVENTIONAL_RESET);
+    sub.controller_enabled(1);
+    assert_eq!(fr(&mut sub, &mut host), "NVTC0001", "a Controller Reset is not enough");
+    sub.power_cut(1);
+    CommandSet::power_on(&mut sub);
+    sub.controller_enabled(1);
+    assert_eq!(fr(&mut sub, &mut host), "NVTP0001", "runs after the power cycle");
+}

@@ -163,6 +163,28 @@ impl VendorImage {
     }
 }
 
+/// The reset after which a committed image runs.
+#[derive(Clone, Copy, Debug)]
+enum Reset {
+    /// A Controller Reset (CC.EN 1 → 0 → 1), a Controller Level Reset.
+    Controller,
+    /// The reset named (a Conventional or NVM Subsystem Reset), done by a power cycle:
+    /// both reset the whole NVM subsystem.
+    PowerCycle(&'static str),
+}
+
+impl Reset {
+    fn name(&self) -> String {
+        match self {
+            Reset::Controller => "a Controller Reset".into(),
+            Reset::PowerCycle(name) => format!("{name} (a power cycle)"),
+        }
+    }
+}
+
+/// How long beyond CAP.TO a controller may take to be ready after the power cycle.
+const POWER_ON_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// `firmware_update`.
 pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepResult {
     require_firmware_commands(ctx)?;
@@ -220,18 +242,33 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
         }
         None => (commit(ctx, slot, action, &what)?, None),
     };
-    let mut at_reset = matches!(action, CommitAction::ReplaceAndActivateAtReset | CommitAction::ActivateAtReset);
+    if action != CommitAction::Replace && status.same_code(&Status::FIRMWARE_ACTIVATION_PROHIBITED) {
+        return Err(StepError::Skip(format!(
+            "{what} -> {status}: the drive does not let this image run (a downgrade, say: §5.12 leaves the reasons \
+             to the vendor); nothing about activation can be judged"
+        )));
+    }
+    let mut at_reset = matches!(action, CommitAction::ReplaceAndActivateAtReset | CommitAction::ActivateAtReset)
+        .then_some(Reset::Controller);
     if now {
-        // The image may need a reset after all: success-with-information statuses.
+        // The image may need a reset after all: the statuses naming the reset (§5.12).
         let needs_reset = [
-            Status::FIRMWARE_ACTIVATION_REQUIRES_CONVENTIONAL_RESET,
-            Status::FIRMWARE_ACTIVATION_REQUIRES_NVM_SUBSYSTEM_RESET,
-            Status::FIRMWARE_ACTIVATION_REQUIRES_CONTROLLER_LEVEL_RESET,
-            Status::FIRMWARE_ACTIVATION_REQUIRES_MAX_TIME_VIOLATION,
+            (Status::FIRMWARE_ACTIVATION_REQUIRES_CONVENTIONAL_RESET, Reset::PowerCycle("a Conventional Reset")),
+            (Status::FIRMWARE_ACTIVATION_REQUIRES_NVM_SUBSYSTEM_RESET, Reset::PowerCycle("an NVM Subsystem Reset")),
+            (Status::FIRMWARE_ACTIVATION_REQUIRES_CONTROLLER_LEVEL_RESET, Reset::Controller),
+            (Status::FIRMWARE_ACTIVATION_REQUIRES_MAX_TIME_VIOLATION, Reset::Controller),
         ];
-        if needs_reset.iter().any(|s| s.same_code(&status)) {
-            ctx.log.push(format!("the commit reported {status}: the image runs after a reset"));
-            at_reset = true;
+        if let Some((_, reset)) = needs_reset.iter().find(|(s, _)| s.same_code(&status)) {
+            ctx.log.push(format!("the commit reported {status}: the image runs after {}", reset.name()));
+            if let Reset::PowerCycle(name) = reset {
+                if ctx.device.power_method().is_none() {
+                    return Err(StepError::Skip(format!(
+                        "{what} -> {status}: the image runs after {name}, which nvtest performs by a power cycle, and \
+                         this target has no power switch"
+                    )));
+                }
+            }
+            at_reset = Some(*reset);
         } else {
             expect_success(ctx, &what, status)?;
             match (&load, &before_load, &across) {
@@ -272,7 +309,7 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
             ))
         }
     };
-    if at_reset {
+    if let Some(reset) = at_reset {
         if after.afi.next_slot() != slot {
             return Err(ctx.fail_rule(
                 rules::firmware_slot_log(),
@@ -289,8 +326,19 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
                 format!("FR {old_fr} until the reset that activates the image"),
             ));
         }
-        ctx.device.controller_reset()?;
-        ctx.log.push("Controller Reset (activates the committed image)".into());
+        match reset {
+            Reset::Controller => {
+                ctx.device.controller_reset()?;
+                ctx.log.push("Controller Reset (activates the committed image)".into());
+            }
+            Reset::PowerCycle(name) => {
+                // A normal shutdown first: the data written before must survive.
+                let shutdown = ctx.device.shutdown_then_power_off(ctx.seed)?;
+                ctx.device.power_on(POWER_ON_GRACE)?;
+                ctx.device.namespaces_changed()?;
+                ctx.log.push(format!("normal shutdown ({shutdown:?}), power off and on: {name} (activates the image)"));
+            }
+        }
     } else if f.action == FirmwareAction::Replace {
         let fr = running_revision(ctx, "after the commit")?;
         if fr != old_fr || after.afi.active_slot() != before.afi.active_slot() {
@@ -308,7 +356,7 @@ pub fn firmware_update(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepRes
     if fr != revision || log.afi.active_slot() != slot {
         return Err(ctx.fail_rule(
             rules::firmware_activation(),
-            format!("{what}{}", if at_reset { "; then a Controller Reset" } else { "" }),
+            format!("{what}{}", at_reset.map_or(String::new(), |r| format!("; then {}", r.name()))),
             format!("FR {fr}, AFI active slot {}", log.afi.active_slot()),
             format!("FR {revision} running from slot {slot}"),
         ));

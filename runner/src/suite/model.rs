@@ -618,11 +618,12 @@ pub enum Step {
     /// and expects the Sanitize Operation Completed event. Skips on a controller before
     /// 1.3 or whose SANICAP lacks the action.
     Sanitize(SanitizeStep),
-    /// Firmware Image Download of nvtest's test image, then Firmware Commit with one
-    /// commit action (runner/src/steps/firmware.rs), judged on the Firmware Slot
-    /// Information log and on Identify Controller FR read from the drive, after the
-    /// Controller Reset the action needs. Skips when OACS bit 2 is clear, and when the
-    /// drive refuses the test image.
+    /// Firmware Image Download of nvtest's test image (or the vendor's, `--firmware`),
+    /// then Firmware Commit with one commit action (runner/src/steps/firmware.rs),
+    /// judged on the Firmware Slot Information log and on Identify Controller FR read
+    /// from the drive, after the reset the action or the drive's status names (a
+    /// Conventional or NVM Subsystem Reset by a power cycle). Skips when OACS bit 2 is
+    /// clear, when the drive refuses the test image, and when it prohibits activation.
     FirmwareUpdate(FirmwareUpdate),
     /// Firmware Commit errors: a slot beyond FRMW's count, a replace of read-only slot 1,
     /// an image with a wrong CRC — each with the status §5.12 assigns, the slots unchanged.

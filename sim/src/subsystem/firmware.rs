@@ -14,6 +14,13 @@
 //!            mtfa_ms: 1000, activation_ms: 200, performance: {"NVTF*": 78}}
 //! ```
 //!
+//! `activation` says how a revision may be activated, where not as the commit action
+//! asks: `controller_reset`, `conventional_reset` or `nvm_subsystem_reset` (a commit
+//! action 011b then answers Firmware Activation Requires … Reset and the image runs
+//! after that reset; the last two only after a power cycle here), or `prohibited`
+//! (Firmware Activation Prohibited for every activating action; the slot still takes
+//! the image). Keys as `performance`'s.
+//!
 //! `performance` gives the speed of a firmware revision in percent of the service
 //! model's (a field update that changes measured performance): each I/O command's
 //! service time is stretched by 100 / percent while that revision runs, so at a fixed
@@ -59,6 +66,33 @@ pub struct FirmwareModel {
     /// service model's.
     #[serde(default)]
     pub performance: BTreeMap<String, u32>,
+    /// How a revision (exact, or a prefix ending in `*`) may be activated, where not as
+    /// the commit action asks.
+    #[serde(default)]
+    pub activation: BTreeMap<String, ActivationRule>,
+}
+
+/// How a revision may be activated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivationRule {
+    ControllerReset,
+    ConventionalReset,
+    NvmSubsystemReset,
+    Prohibited,
+}
+
+/// The value of the first key of `map` naming `revision` (FR, space padded): the key
+/// itself, or a prefix followed by `*`.
+fn for_revision<'m, T>(map: &'m BTreeMap<String, T>, revision: &[u8; 8]) -> Option<&'m T> {
+    let text = String::from_utf8_lossy(revision);
+    let text = text.trim_end();
+    map.iter()
+        .find(|(k, _)| match k.strip_suffix('*') {
+            Some(prefix) => text.starts_with(prefix),
+            None => text == k.as_str(),
+        })
+        .map(|(_, v)| v)
 }
 
 impl FirmwareModel {
@@ -73,23 +107,23 @@ impl FirmwareModel {
         if self.performance.values().any(|p| !(1..=1000).contains(p)) {
             return Some("firmware: performance percentages must be 1 to 1000");
         }
-        if self.performance.keys().any(|k| k.trim_end_matches('*').is_empty() || k.len() > 9) {
-            return Some("firmware: performance keys are revisions (up to 8 characters, or a prefix and `*`)");
+        let bad_key = |k: &String| k.trim_end_matches('*').is_empty() || k.len() > 9;
+        if self.performance.keys().chain(self.activation.keys()).any(bad_key) {
+            return Some(
+                "firmware: performance and activation keys are revisions (up to 8 characters, or a prefix and `*`)",
+            );
         }
         None
     }
 
     /// The speed of `revision` (FR, space padded) in percent; `None`: not named, 100 %.
     pub fn speed_percent(&self, revision: &[u8; 8]) -> Option<u32> {
-        let text = String::from_utf8_lossy(revision);
-        let text = text.trim_end();
-        self.performance
-            .iter()
-            .find(|(k, _)| match k.strip_suffix('*') {
-                Some(prefix) => text.starts_with(prefix),
-                None => text == k.as_str(),
-            })
-            .map(|(_, p)| *p)
+        for_revision(&self.performance, revision).copied()
+    }
+
+    /// How `revision` may be activated; `None`: as the commit action asks.
+    pub fn activation_rule(&self, revision: &[u8; 8]) -> Option<ActivationRule> {
+        for_revision(&self.activation, revision).copied()
     }
 }
 
@@ -104,6 +138,11 @@ pub struct FirmwareState {
     pub next: Option<u8>,
     /// The revision that slot holds, to run at that reset.
     pending: Option<[u8; 8]>,
+    /// The pending image runs only after a power cycle (it needs a Conventional or NVM
+    /// Subsystem Reset), not at a Controller Reset.
+    pending_needs_power_cycle: bool,
+    /// The power came back since the last controller enable.
+    pub(super) powered_on: bool,
     /// The revision running (Identify Controller FR).
     pub running: [u8; 8],
     /// The image being downloaded, and the byte ranges received.
@@ -229,6 +268,12 @@ impl Subsystem {
             self.firmware.image.clear();
             self.firmware.received.clear();
         }
+        let rule = model.activation_rule(&revision);
+        if action != CommitAction::Replace && rule == Some(ActivationRule::Prohibited) {
+            // The profile prohibits activating this revision (e.g. a downgrade).
+            return Done::err(Status::FIRMWARE_ACTIVATION_PROHIBITED);
+        }
+        self.firmware.pending_needs_power_cycle = false;
         match action {
             CommitAction::Replace => {
                 if self.quirks.has(Quirk::ReplaceActivates) {
@@ -248,6 +293,25 @@ impl Subsystem {
                 Done::ok()
             }
             CommitAction::ReplaceAndActivateNow => {
+                let needs = match rule {
+                    Some(ActivationRule::ControllerReset) => {
+                        Some((Status::FIRMWARE_ACTIVATION_REQUIRES_CONTROLLER_LEVEL_RESET, false))
+                    }
+                    Some(ActivationRule::ConventionalReset) => {
+                        Some((Status::FIRMWARE_ACTIVATION_REQUIRES_CONVENTIONAL_RESET, true))
+                    }
+                    Some(ActivationRule::NvmSubsystemReset) => {
+                        Some((Status::FIRMWARE_ACTIVATION_REQUIRES_NVM_SUBSYSTEM_RESET, true))
+                    }
+                    _ => None,
+                };
+                if let Some((status, power_cycle)) = needs {
+                    // §5.12: the image runs after the reset the status names.
+                    self.firmware.next = Some(slot);
+                    self.firmware.pending = Some(revision);
+                    self.firmware.pending_needs_power_cycle = power_cycle;
+                    return Done::err(status);
+                }
                 if model.mtfa_ms > 0 && model.activation_ms > model.mtfa_ms {
                     // §5.12: an activation that would take longer than MTFA is refused;
                     // the image runs after the next reset instead.
@@ -305,8 +369,12 @@ impl Subsystem {
     }
 
     /// A Controller Level Reset (or power-on): the firmware committed for the next reset
-    /// starts running.
-    pub(super) fn firmware_reset(&mut self) {
+    /// starts running, unless it waits for a power cycle and `powered_on` is false.
+    pub(super) fn firmware_reset(&mut self, powered_on: bool) {
+        if self.firmware.pending_needs_power_cycle && !powered_on {
+            return;
+        }
+        self.firmware.pending_needs_power_cycle = false;
         if let Some(slot) = self.firmware.next.take() {
             self.firmware.active = slot;
             if let Some(fr) = self.firmware.pending.take() {

@@ -427,7 +427,8 @@ impl CommandSet for Subsystem {
     fn controller_enabled(&mut self, cntlid: u16) {
         // A Controller Level Reset (or the first enable after power-on) runs the firmware
         // committed for the next reset (§5.12).
-        self.firmware_reset();
+        let powered_on = std::mem::take(&mut self.firmware.powered_on);
+        self.firmware_reset(powered_on);
         // The Arbitration feature returns to its default with a Controller Reset (the
         // queue engine's arbiter does the same).
         self.controller.features.arbitration = nvme::spec::features::Arbitration::new();

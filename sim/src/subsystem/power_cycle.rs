@@ -128,6 +128,7 @@ impl Subsystem {
             return 0;
         }
         self.power.off = false;
+        self.firmware.powered_on = true;
         let clean = std::mem::replace(&mut self.power.clean, false);
         self.controller.features = features::Features::new(&self.profile);
         if !self.quirks.has(Quirk::PowerCountersNotIncremented) {
