@@ -125,7 +125,8 @@ fn crypto_erase_refused(ctx: &mut CaseContext<'_>, f: &FormatErase) -> StepResul
     let fna = ctx.facts.identify.fna;
     if fna.crypto_erase() {
         return Err(StepError::Skip(format!(
-            "Identify Controller FNA bit 2 (Cryptographic Erase Supported) is set (FNA {:02X}h): the case is for              controllers without it",
+            "Identify Controller FNA bit 2 (Cryptographic Erase Supported) is set (FNA {:02X}h): the case is for \
+             controllers without it",
             fna.into_bits()
         )));
     }
