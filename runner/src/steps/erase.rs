@@ -274,8 +274,8 @@ fn first_warning(mut warnings: Vec<Failure>) -> StepResult {
     }
 }
 
-/// `sanitize`.
-pub fn sanitize(ctx: &mut CaseContext<'_>, s: &SanitizeStep) -> StepResult {
+/// Sanitize and its log are NVMe 1.3 and later: the skip naming the version otherwise.
+fn require_sanitize_version(ctx: &CaseContext<'_>) -> StepResult {
     let version = ctx.facts.version;
     if version < Version::V1_3 {
         return Err(StepError::Skip(format!(
@@ -283,6 +283,12 @@ pub fn sanitize(ctx: &mut CaseContext<'_>, s: &SanitizeStep) -> StepResult {
              {version}"
         )));
     }
+    Ok(())
+}
+
+/// `sanitize`.
+pub fn sanitize(ctx: &mut CaseContext<'_>, s: &SanitizeStep) -> StepResult {
+    require_sanitize_version(ctx)?;
     let cap = ctx.facts.identify.sanicap;
     let (action, supported, bit) = match s.action {
         SanitizeOperation::CryptoErase => (SanitizeAction::CryptoErase, cap.ces(), "bit 0 (CES, Crypto Erase)"),
@@ -399,13 +405,7 @@ pub fn sanitize(ctx: &mut CaseContext<'_>, s: &SanitizeStep) -> StepResult {
 /// being less plain there) and a new sanitize operation (the first SANICAP offers) must
 /// complete and end them.
 pub fn sanitize_failure_mode(ctx: &mut CaseContext<'_>) -> StepResult {
-    let version = ctx.facts.version;
-    if version < Version::V1_3 {
-        return Err(StepError::Skip(format!(
-            "Sanitize (SANICAP, the Sanitize Status log) is NVMe 1.3 and later: the controller reports version \
-             {version}"
-        )));
-    }
+    require_sanitize_version(ctx)?;
     let cap = ctx.facts.identify.sanicap;
     if !(cap.ces() || cap.bes() || cap.ows()) {
         return Err(StepError::Skip(format!(
