@@ -588,3 +588,34 @@ fn drives_whose_images_need_a_reset_or_are_prohibited_are_not_blamed() {
         }
     }
 }
+
+/// A drive that completes commit action 011b only once the new image runs (allowed):
+/// the host reaps nothing while it waits, so the commit's own time holds the pause. The
+/// under-load case passes on such a drive, and fails naming MTFA when that pause is
+/// longer (quirk `activation-beyond-mtfa`): the bound cannot be widened by the wait.
+#[test]
+fn a_commit_that_completes_after_the_activation_is_bounded_by_mtfa_too() {
+    let firmware = suite("firmware");
+    let case = firmware.cases.iter().find(|c| c.name == "activate-without-reset-under-load").unwrap();
+    let profile = || {
+        let mut p = Profile::builtin("enterprise-1.4").unwrap();
+        p.firmware.as_mut().unwrap().commit_completes_after_activation = true;
+        p
+    };
+    let outcome = session(profile()).run_case(case, nvtest::exec::fresh_run_seed());
+    assert_eq!(outcome.verdict, Verdict::Pass, "{:#?}", outcome.log);
+    assert!(
+        outcome.log.iter().any(|l| l.contains("-> Successful Completion") && l.contains("(200.0")),
+        "{:#?}",
+        outcome.log
+    );
+    let outcome =
+        session(profile().with_quirk(Quirk::ActivationBeyondMtfa)).run_case(case, nvtest::exec::fresh_run_seed());
+    match &outcome.verdict {
+        Verdict::Fail(f) => {
+            assert!(f.rule.to_string().contains("Figure 247 MTFA"), "{f}");
+            assert!(f.observed.contains("the Firmware Commit itself took"), "{f}");
+        }
+        other => panic!("expected a failure naming MTFA, got {other:?}\n{:#?}", outcome.log),
+    }
+}

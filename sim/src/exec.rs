@@ -111,6 +111,9 @@ pub struct ControllerContext {
     /// completes (a firmware activation without reset): the engine sets CSTS.PP and
     /// fetches nothing until the time has passed on the clock.
     pub pause_ns: u64,
+    /// With `pause_ns`: the command's own completion is posted when the pause ends, not
+    /// before it starts (a Firmware Commit that completes once the new image runs).
+    pub complete_after_pause: bool,
     /// Set by the command set to say the controller hit a fatal error on this command
     /// (for quirks): the engine sets CSTS.CFS and posts no completion, until a reset.
     pub fatal: bool,

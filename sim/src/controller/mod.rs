@@ -34,7 +34,7 @@ use nvme::spec::registers::{offset, Aqa, Cap, Cc, Csts, NSSR_RESET_VALUE};
 use nvme::spec::Version;
 use nvme::transport::DmaRegion;
 
-use crate::exec::{CommandSet, ControllerContext};
+use crate::exec::{CommandSet, ControllerContext, Done};
 use crate::service::{ServiceModel, SimClock, Work};
 use crate::subsystem::{Quirk, Quirks};
 use arbitration::Arbiter;
@@ -353,9 +353,18 @@ impl Controller {
     /// letting the controller fetch more at that time.
     pub fn run_until(&mut self, t: u64, dma: &DmaRegion) {
         if self.paused_until > 0 && self.paused_until <= t {
-            // The pause is over: CSTS.PP clears and the queues are served again.
+            // The pause is over: CSTS.PP clears, the command that started it completes
+            // if it waited for it, and the queues are served again.
             self.paused_until = 0;
             self.csts.set_pp(false);
+            let resumed: Vec<Held> = self.held.iter().filter(|h| h.at_resume).copied().collect();
+            self.held.retain(|h| !h.at_resume);
+            for h in resumed {
+                let cqid = self.sqs.get(h.sqid as usize).and_then(|q| q.as_ref()).map(|sq| sq.cqid);
+                if let Some(cqid) = cqid {
+                    self.post(Posting { cqid, sqid: h.sqid, cid: h.cid, done: Done::ok(), change: None }, dma);
+                }
+            }
             self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
             self.run_all(dma);
         }

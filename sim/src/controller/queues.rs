@@ -109,6 +109,8 @@ impl CompletionQueue {
 pub(super) struct Held {
     pub sqid: u16,
     pub cid: u16,
+    /// Completed successfully when the processing pause ends, rather than never.
+    pub at_resume: bool,
 }
 
 /// A completion to post.
@@ -388,15 +390,21 @@ impl Controller {
             return None;
         }
         let pause = std::mem::take(&mut self.ctx.pause_ns);
+        let after_pause = std::mem::take(&mut self.ctx.complete_after_pause);
         if pause > 0 {
-            // Processing pauses once this command has completed (CSTS.PP, §3.1.6).
+            // Processing pauses once this command has completed (CSTS.PP, §3.1.6), or
+            // with the command outstanding until the pause ends.
             self.paused_until = self.clock.now().saturating_add(pause);
             self.csts.set_pp(true);
             self.clock.publish(self.port, self.next_event().unwrap_or(u64::MAX));
+            if after_pause && done.status.is_success() {
+                self.held.push(Held { sqid, cid: cmd.cid, at_resume: true });
+                return None;
+            }
         }
         if std::mem::take(&mut self.ctx.hold_completion) {
             self.ctx.change = None;
-            self.held.push(Held { sqid, cid: cmd.cid });
+            self.held.push(Held { sqid, cid: cmd.cid, at_resume: false });
             return None;
         }
         if sqid == 0 && done.status.is_success() {

@@ -70,6 +70,10 @@ pub struct FirmwareModel {
     /// the commit action asks.
     #[serde(default)]
     pub activation: BTreeMap<String, ActivationRule>,
+    /// Commit action 011b completes when the activation's pause ends, not before it
+    /// starts (both are allowed: the pause then shows in the commit's own time).
+    #[serde(default)]
+    pub commit_completes_after_activation: bool,
 }
 
 /// How a revision may be activated.
@@ -341,6 +345,7 @@ impl Subsystem {
                     model.activation_ms
                 };
                 ctx.pause_ns = pause_ms.saturating_mul(1_000_000);
+                ctx.complete_after_pause = model.commit_completes_after_activation;
                 if self.quirks.has(Quirk::IoFailsDuringActivation) {
                     // Quirk: I/O fetched in the first 50 ms after the pause fails (§5.12 broken).
                     self.firmware.io_failing_until_ns = ctx.now_ns + ctx.pause_ns + 50_000_000;
