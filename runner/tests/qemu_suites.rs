@@ -143,7 +143,8 @@ fn a_drive_with_no_active_namespace_is_skipped_for_what_it_lacks() {
                     reason.contains("active namespaces: none")
                         || reason.contains("active namespaces and no Namespace Management")
                         || reason.contains("is empty")
-                        || reason.contains("OACS bit"),
+                        || reason.contains("OACS bit")
+                        || reason.contains("SANICAP"),
                     "{name}: {reason}"
                 );
             }
