@@ -14,7 +14,8 @@
 //!
 //! A media may be encrypted ([`Crypt`]): stored chunks then hold ciphertext, a write
 //! encrypts the data units it touches (decrypting first those it covers only in part)
-//! and a read decrypts into a buffer of its own. A chunk never written still reads as
+//! and a read decrypts straight into the reader's buffer (into one of its own for a
+//! unit it covers only in part). A chunk never written still reads as
 //! the fill byte without a cipher in the way (the drive's map has no block there).
 
 use std::convert::Infallible;
@@ -234,8 +235,29 @@ impl Media {
         Ok(())
     }
 
-    /// Copies `out.len()` bytes at `offset` into `out`.
+    /// Copies `out.len()` bytes at `offset` into `out`. Encrypted data units the range
+    /// covers whole are decrypted straight into `out` (a read's copy out of the media and
+    /// its decryption in one pass); only a range starting or ending inside a unit goes
+    /// through [`Media::read_runs`]'s buffer.
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), OutOfMedia> {
+        self.check(offset, out.len() as u64)?;
+        let mut at = 0;
+        for Piece { at: piece_at, index, within, n } in pieces(offset, out.len() as u64) {
+            let dst = &mut out[at..at + n];
+            at += n;
+            match (self.chunks.get(index).and_then(|c| c.as_deref()), &self.crypt) {
+                (Some(chunk), None) => dst.copy_from_slice(&chunk[within..within + n]),
+                (Some(chunk), Some(crypt)) if crypt.units_around(within, n, chunk.len()) == (within, within + n) => {
+                    crypt.decrypt_into(piece_at, &chunk[within..within + n], dst)
+                }
+                _ => self.read_piece(piece_at, dst)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Media::read`] of one piece through [`Media::read_runs`].
+    fn read_piece(&self, offset: u64, out: &mut [u8]) -> Result<(), OutOfMedia> {
         let mut at = 0;
         let copied: Result<(), Infallible> = self.read_runs(offset, out.len() as u64, &mut |run| {
             match run {
@@ -447,11 +469,15 @@ mod tests {
     fn encrypted_media_stores_ciphertext_and_reads_plaintext() {
         let key = Key::derive(1, 0);
         let mut m = Media::encrypted(4 * CHUNK as u64, 0, key, 4096);
-        let data: Vec<u8> = (0..CHUNK + 1000).map(|i| (i % 253) as u8).collect();
+        let data: Vec<u8> = (0..CHUNK + 8000).map(|i| (i % 253) as u8).collect();
         m.write(700, &data).unwrap();
         let mut back = vec![0u8; data.len()];
         m.read(700, &mut back).unwrap();
         assert_eq!(back, data);
+        // Whole data units, decrypted straight into the reader's buffer, across a chunk.
+        let mut units = vec![0u8; 2 * 4096];
+        m.read(CHUNK as u64 - 4096, &mut units).unwrap();
+        assert_eq!(units, data[CHUNK - 4096 - 700..CHUNK + 4096 - 700]);
         let mut head = [9u8; 700];
         m.read(0, &mut head).unwrap();
         assert_eq!(head, [0u8; 700], "bytes around a partial write still read as the fill byte");
