@@ -149,6 +149,15 @@ pub trait CommandSet {
     /// do (attachments, formats and data persist across resets, §5.19, §7.3.2).
     fn controller_enabled(&mut self, _cntlid: u16) {}
 
+    /// Events raised for controller `cntlid` by commands that ran on other controllers
+    /// of the subsystem (a namespace attached, detached, deleted or formatted through
+    /// another port), taken once: the queue engine of `cntlid` polls this and delivers
+    /// them to its outstanding AERs as it does [`ControllerContext::events`]. A command
+    /// set with one controller has none.
+    fn take_events(&mut self, _cntlid: u16) -> Vec<AsyncEvent> {
+        Vec::new()
+    }
+
     /// The completion of the command whose [`ControllerContext::change`] was `token` was
     /// posted: the host may now count on it as the command set's power model says.
     fn change_completed(&mut self, _token: u64) {}

@@ -48,9 +48,29 @@ pub fn controller_config(profile: &Profile) -> ControllerConfig {
     }
 }
 
-/// A simulated drive built from a profile, ready for a host driver.
+/// The queue engine's configuration of every port of a profile's drive, port 0 first:
+/// [`controller_config`] with each port's CNTLID (`controller.cntlid + i`).
+pub fn port_configs(profile: &Profile) -> Vec<ControllerConfig> {
+    let config = controller_config(profile);
+    profile.controller.cntlids().into_iter().map(|cntlid| ControllerConfig { cntlid, ..config.clone() }).collect()
+}
+
+/// A simulated drive built from a profile, ready for a host driver: its first port
+/// (CNTLID `controller.cntlid`). A drive with several ports has the others too (the
+/// subsystem lists their controllers), reached through [`open_ports`].
 pub fn open(profile: Profile) -> Result<SimTransport, String> {
     let config = controller_config(&profile);
     let subsystem = Subsystem::new(profile).map_err(|e| e.to_string())?;
     Ok(SimTransport::new(config, Box::new(subsystem)))
+}
+
+/// Every port of a simulated drive, port 0 (CNTLID `controller.cntlid`) first: one
+/// controller each, sharing the subsystem (namespaces, media) and its clock.
+pub fn open_ports(profile: Profile) -> Result<Vec<SimTransport>, String> {
+    let mut configs = port_configs(&profile).into_iter();
+    let first = configs.next().ok_or("a drive needs at least one port")?;
+    let subsystem = Subsystem::new(profile).map_err(|e| e.to_string())?;
+    let first = SimTransport::new(first, Box::new(subsystem));
+    let others: Vec<SimTransport> = configs.map(|config| first.another_port(config)).collect();
+    Ok(std::iter::once(first).chain(others).collect())
 }

@@ -12,7 +12,8 @@
 //! version: "1.4"                 # VS and Identify VER: 1.2 or 1.4
 //! identity: {pci_vendor_id: 0x1b36, pci_subsystem_vendor_id: 0x1af4, serial: …, model: …, firmware: …, ieee_oui: 0x525400}
 //! controller: {cntlid: 1, mdts: 5, aerl: 3, acl: 3, volatile_write_cache: true,
-//!              namespace_attribute_notices: true, max_queue_entries: 1024, timeout_ms: 15000, max_io_queues: 64}
+//!              namespace_attribute_notices: true, max_queue_entries: 1024, timeout_ms: 15000, max_io_queues: 64,
+//!              ports: 2}            # controllers (PCIe ports), CNTLIDs cntlid, cntlid + 1, …: 1 to 16, default 1
 //! capacity_bytes: 68719476736    # TNVMCAP
 //! max_namespaces: 32             # NN
 //! lba_formats: [{lbads: 512, ms: 0}, {lbads: 4096, ms: 8}]
@@ -24,6 +25,8 @@
 //! firmware: {slots: 4, slot1_read_only: true, activation_without_reset: true, …}   # crate::subsystem::firmware
 //! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, format_nvm, namespace_management]
 //! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]   # also ms: 8, extended: true
+//! # shared: NMIC bit 0 (default true): an attached shared namespace is attached to every
+//! # port's controller, an attached private one (shared: false) to the first controller only.
 //! quirks: []
 //! ```
 
@@ -90,6 +93,12 @@ pub struct Profile {
     pub optional_commands: Vec<OptionalCommand>,
     /// The namespaces present when the drive is first powered, NSIDs 1, 2, … in order.
     pub namespaces: Vec<InitialNamespace>,
+    /// The NSIDs of `namespaces` written `shared: false`: private namespaces (NMIC bit 0
+    /// clear), attached to the first controller only. Every other initial namespace is
+    /// shared (NMIC bit 0 set), attached to every controller. (Kept beside
+    /// [`InitialNamespace`] rather than in it, so code building namespaces by hand
+    /// keeps compiling.)
+    pub private_namespaces: Vec<u32>,
     pub quirks: Vec<Quirk>,
 }
 
@@ -133,6 +142,20 @@ pub struct ControllerSettings {
     pub timeout_ms: u32,
     /// The most I/O Submission (and Completion) Queues Set Features Number of Queues allocates.
     pub max_io_queues: u16,
+    /// Controllers of the NVM subsystem, one per PCIe port (1 to [`MAX_PORTS`]): port i
+    /// (0-based) is the controller with CNTLID `cntlid + i`. More than one sets CMIC
+    /// bits 0 and 1 (Figure 247).
+    pub ports: u16,
+}
+
+/// The most ports (controllers) a profile may give a drive.
+pub const MAX_PORTS: u16 = 16;
+
+impl ControllerSettings {
+    /// The CNTLIDs of the subsystem's controllers, port 0 first.
+    pub fn cntlids(&self) -> Vec<u16> {
+        (0..self.ports.max(1)).map(|i| self.cntlid.saturating_add(i)).collect()
+    }
 }
 
 /// One entry of the LBA Format table: LBA data size in bytes and metadata size.
@@ -228,9 +251,27 @@ pub struct InitialNamespace {
     pub extended: bool,
     /// NSZE (= NCAP): size in logical blocks.
     pub blocks: u64,
-    /// Attached to the controller (active) at power-on.
+    /// Attached (active) at power-on: to every controller if shared (the profile's
+    /// `shared`, [`Profile::private_namespaces`]), else to the first.
     #[serde(default = "yes")]
     pub attached: bool,
+}
+
+/// A namespace as the profile file writes it: [`InitialNamespace`] and `shared`.
+#[derive(Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InitialNamespaceFile {
+    lbads: u32,
+    #[serde(default)]
+    ms: u16,
+    #[serde(default)]
+    extended: bool,
+    blocks: u64,
+    #[serde(default = "yes")]
+    attached: bool,
+    /// NMIC bit 0 (Figure 245): may be attached to two or more controllers.
+    #[serde(default = "yes")]
+    shared: bool,
 }
 
 fn yes() -> bool {
@@ -262,7 +303,7 @@ struct ProfileFile {
     firmware: Option<Spanned<FirmwareModel>>,
     #[serde(default)]
     optional_commands: Vec<OptionalCommand>,
-    namespaces: Option<Spanned<Vec<Spanned<InitialNamespace>>>>,
+    namespaces: Option<Spanned<Vec<Spanned<InitialNamespaceFile>>>>,
     #[serde(default)]
     quirks: Vec<Quirk>,
     /// What the drive's datasheet promises: read by the runner (runner/src/claims), not here.
@@ -293,6 +334,7 @@ struct ControllerFile {
     max_queue_entries: Spanned<u32>,
     timeout_ms: Spanned<u32>,
     max_io_queues: Spanned<u16>,
+    ports: Option<Spanned<u16>>,
 }
 
 impl Profile {
@@ -490,7 +532,28 @@ impl ProfileFile {
                 format!("max_io_queues {} must be 1 to 65534", c.max_io_queues.value),
             );
         }
+        let (ports, ports_at) =
+            c.ports.as_ref().map_or((1, serde_saphyr::Location::UNKNOWN), |p| (p.value, p.referenced));
+        if !(1..=MAX_PORTS).contains(&ports) {
+            return invalid(
+                origin,
+                &ports_at,
+                format!("ports {ports} must be 1 to {MAX_PORTS} (one controller per port)"),
+            );
+        }
+        let last = c.cntlid.value as u32 + ports as u32 - 1;
+        if last > 0xFFEF {
+            return invalid(
+                origin,
+                &ports_at,
+                format!(
+                    "ports {ports} from cntlid {:#x} reach CNTLID {last:#x}, which is reserved: the last must be at most FFEFh",
+                    c.cntlid.value
+                ),
+            );
+        }
         let controller = ControllerSettings {
+            ports,
             cntlid: c.cntlid.value,
             mdts: c.mdts.value,
             aerl: c.aerl,
@@ -566,8 +629,19 @@ impl ProfileFile {
         }
         let mut used: u128 = 0;
         let mut namespaces = Vec::new();
-        for ns in list {
-            let n = ns.value;
+        let mut private_namespaces = Vec::new();
+        for (i, ns) in list.iter().enumerate() {
+            let file = ns.value;
+            let n = InitialNamespace {
+                lbads: file.lbads,
+                ms: file.ms,
+                extended: file.extended,
+                blocks: file.blocks,
+                attached: file.attached,
+            };
+            if !file.shared {
+                private_namespaces.push(i as u32 + 1);
+            }
             if !lba_formats.iter().any(|f| f.lbads == n.lbads && f.ms == n.ms) {
                 let have: Vec<String> = lba_formats.iter().map(|f| format!("{}+{}", f.lbads, f.ms)).collect();
                 return invalid(
@@ -634,6 +708,7 @@ impl ProfileFile {
             firmware,
             optional_commands,
             namespaces,
+            private_namespaces,
             quirks,
         })
     }

@@ -177,31 +177,51 @@ fn namespace_lists_hold_active_and_allocated_nsids() {
 }
 
 #[test]
-fn controller_lists_name_this_controller() {
+fn controller_lists_name_the_subsystems_controllers() {
+    // enterprise-1.4 is dual port: controllers 1 and 2, the shipped namespaces shared by both.
     let (mut sub, mut host) = drive14();
     let ids = |bytes: &[u8]| ControllerList::read_from_bytes(bytes).unwrap().ids().collect::<Vec<u16>>();
     let (done, bytes) = host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 1, 0);
     assert_status(done, Status::SUCCESS);
-    assert_eq!(ids(&bytes), [1]);
-    // CNTID above this controller: nothing listed.
-    assert!(ids(&host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 1, 2).1).is_empty());
-    assert_eq!(ids(&host.identify(&mut sub, Cns::ControllerList as u8, 0, 0).1), [1]);
+    assert_eq!(ids(&bytes), [1, 2]);
+    // From CNTID 2 on: the second controller only; above it, nothing.
+    assert_eq!(ids(&host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 1, 2).1), [2]);
+    assert!(ids(&host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 1, 3).1).is_empty());
+    assert_eq!(ids(&host.identify(&mut sub, Cns::ControllerList as u8, 0, 0).1), [1, 2]);
+    assert_eq!(ids(&host.identify(&mut sub, Cns::ControllerList as u8, 0, 2).1), [2]);
     assert_status(
         host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 0, 0).0,
         Status::INVALID_NAMESPACE_OR_FORMAT,
     );
+    // Detached from controller 1 only, namespace 2 is still controller 2's.
+    assert_status(host.attachment(&mut sub, false, 2, &[1]), Status::SUCCESS);
+    assert_eq!(ids(&host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 2, 0).1), [2]);
     assert_status(host.detach_all(&mut sub, 2), Status::SUCCESS);
     assert!(ids(&host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 2, 0).1).is_empty());
 }
 
-/// Detach `nsid` from controller 1.
+#[test]
+fn a_single_port_drive_has_one_controller() {
+    let mut p = Profile::builtin("enterprise-1.4").unwrap();
+    p.controller.ports = 1;
+    let mut sub = Subsystem::new(p).unwrap();
+    let mut host = TestHost::new(1);
+    let ids = |bytes: &[u8]| ControllerList::read_from_bytes(bytes).unwrap().ids().collect::<Vec<u16>>();
+    assert_eq!(ids(&host.identify(&mut sub, Cns::ControllerList as u8, 0, 0).1), [1]);
+    assert_eq!(ids(&host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 1, 0).1), [1]);
+    assert_eq!(host.identify_controller(&mut sub).cmic.into_bits(), 0);
+    assert_status(host.attachment(&mut sub, false, 1, &[2]), Status::CONTROLLER_LIST_INVALID);
+}
+
+/// Detach `nsid` from every controller it is attached to.
 trait Detach {
     fn detach_all(&mut self, sub: &mut Subsystem, nsid: u32) -> Done;
 }
 
 impl Detach for TestHost {
     fn detach_all(&mut self, sub: &mut Subsystem, nsid: u32) -> Done {
-        self.attachment(sub, false, nsid, &[1])
+        let attached = sub.namespace(nsid).map(|ns| ns.attached.clone()).unwrap_or_default();
+        self.attachment(sub, false, nsid, &attached)
     }
 }
 
@@ -277,9 +297,12 @@ fn create_refuses_what_the_drive_cannot_make() {
     assert_status(host.admin(&mut sub, &namespace::namespace_create()), Status::INVALID_FIELD);
     assert_status(host.create_namespace(&mut sub, 0, flbas(0)), Status::INVALID_FIELD);
     // A shared namespace on a single-controller subsystem.
+    let mut single = Profile::builtin("enterprise-1.4").unwrap();
+    single.controller.ports = 1;
+    let mut single = Subsystem::new(single).unwrap();
     let spec = IdentifyNamespace::for_create(8, 8, flbas(0), Dps::new(), Nmic::new().with_shared(true));
     host.put(spec.as_bytes());
-    assert_status(host.admin(&mut sub, &namespace::namespace_create()), Status::INVALID_FIELD);
+    assert_status(host.admin(&mut single, &namespace::namespace_create()), Status::INVALID_FIELD);
     // More than the unallocated capacity (56 MiB left).
     assert_status(
         host.create_namespace(&mut sub, (56 << 20) / 512 + 1, flbas(0)),
@@ -342,8 +365,13 @@ fn attachment_refuses_bad_nsids_and_controller_lists() {
     assert_status(host.attachment(&mut sub, true, 40, &[1]), Status::INVALID_NAMESPACE_OR_FORMAT);
     assert_eq!(host.create_namespace(&mut sub, 64, flbas(0)).dw0, 3);
     assert_status(host.attachment(&mut sub, true, 3, &[]), Status::CONTROLLER_LIST_INVALID);
-    assert_status(host.attachment(&mut sub, true, 3, &[2]), Status::CONTROLLER_LIST_INVALID);
+    // Controllers 1 and 2 exist (dual port); 0 and 3 do not.
+    assert_status(host.attachment(&mut sub, true, 3, &[3]), Status::CONTROLLER_LIST_INVALID);
+    assert_status(host.attachment(&mut sub, true, 3, &[1, 3]), Status::CONTROLLER_LIST_INVALID);
+    assert_status(host.attachment(&mut sub, true, 3, &[0]), Status::CONTROLLER_LIST_INVALID);
     assert_status(host.attachment(&mut sub, true, 3, &[1, 1]), Status::CONTROLLER_LIST_INVALID);
+    // Namespace 3 is private (created without NMIC bit 0): one controller at a time.
+    assert_status(host.attachment(&mut sub, true, 3, &[1, 2]), Status::NAMESPACE_IS_PRIVATE);
     let mut reserved = namespace::namespace_attach(3);
     reserved.cdw10 = 5;
     assert_status(host.admin(&mut sub, &reserved), Status::INVALID_FIELD);

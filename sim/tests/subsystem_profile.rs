@@ -155,6 +155,46 @@ fn values_out_of_range_point_at_the_value() {
 }
 
 #[test]
+fn ports_and_namespace_sharing_load_and_default() {
+    let p = Profile::from_str(GOOD, "tiny.yaml").unwrap();
+    assert_eq!(p.controller.ports, 1, "ports defaults to 1");
+    assert_eq!(p.controller.cntlids(), [1]);
+    assert!(p.private_namespaces.is_empty(), "shared defaults to true");
+    let text = GOOD.replace("  max_io_queues: 4\n", "  max_io_queues: 4\n  ports: 3\n").replace(
+        "  - {lbads: 512, blocks: 1024}\n",
+        "  - {lbads: 512, blocks: 512}\n  - {lbads: 512, blocks: 8, shared: false}\n",
+    );
+    let p = Profile::from_str(&text, "tiny.yaml").unwrap();
+    assert_eq!(p.controller.ports, 3);
+    assert_eq!(p.controller.cntlids(), [1, 2, 3]);
+    assert_eq!(p.namespaces.len(), 2);
+    assert_eq!(p.private_namespaces, [2]);
+    assert_eq!(Profile::builtin("enterprise-1.4").unwrap().controller.cntlids(), [1, 2], "dual port");
+    assert_eq!(Profile::builtin("enterprise-1.2a").unwrap().controller.ports, 1);
+}
+
+#[test]
+fn ports_out_of_range_point_at_the_value() {
+    for (ports, needle) in [("0", "1 to 16"), ("17", "1 to 16")] {
+        let text = GOOD.replace("  max_io_queues: 4\n", &format!("  max_io_queues: 4\n  ports: {ports}\n"));
+        let (line, column, message) = error_of(&text);
+        assert_eq!((line, column), (21, 10), "{ports}: {message}");
+        assert!(message.contains(needle), "{ports}: {message}");
+    }
+    // CNTLIDs run from cntlid: the last port's must not be a reserved value (FFF0h and up).
+    let text = GOOD
+        .replace("  cntlid: 1\n", "  cntlid: 0xffee\n")
+        .replace("  max_io_queues: 4\n", "  max_io_queues: 4\n  ports: 3\n");
+    let (line, column, message) = error_of(&text);
+    assert_eq!((line, column), (21, 10), "{message}");
+    assert!(message.contains("reserved"), "{message}");
+    let text = GOOD.replace("  max_io_queues: 4\n", "  max_io_queues: 4\n  ports: two\n");
+    assert_eq!(error_of(&text).0, 21);
+    let text = GOOD.replace("  - {lbads: 512, blocks: 1024}", "  - {lbads: 512, blocks: 1024, shared: \"false\"}");
+    assert_eq!(error_of(&text).0, 29);
+}
+
+#[test]
 fn broken_yaml_and_missing_files_are_errors_not_panics() {
     let (line, _, _) = error_of("name: [unclosed\n");
     assert_eq!(line, 1);

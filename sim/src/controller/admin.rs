@@ -197,6 +197,9 @@ impl Controller {
             return Some(Done::err(Status::ASYNC_EVENT_REQUEST_LIMIT_EXCEEDED));
         }
         self.aers.push(cmd.cid);
+        // Events other controllers' commands raised while no AER was outstanding: this
+        // one may report them (delivered after the command, with this controller's own).
+        self.take_raised_events();
         None
     }
 

@@ -327,12 +327,38 @@ impl Controller {
     }
 
     /// Runs every completion due by the clock's present time (another port may have
-    /// moved it).
+    /// moved it), and delivers the events commands on other ports raised for this
+    /// controller to its outstanding Asynchronous Event Requests.
     pub fn catch_up(&mut self, dma: &DmaRegion) {
         let now = self.clock.now();
         if self.next_event().is_some_and(|t| t <= now) {
             self.run_until(now, dma);
         }
+        if !self.aers.is_empty() {
+            self.poll_events(dma);
+        }
+    }
+
+    /// Takes the events the command set holds for this controller (raised by commands of
+    /// other controllers, [`CommandSet::take_events`]) and completes outstanding AERs with
+    /// them as with its own.
+    pub fn poll_events(&mut self, dma: &DmaRegion) {
+        if self.take_raised_events() {
+            self.deliver_events(dma);
+        }
+    }
+
+    /// Queues the events the command set holds for this controller with its own; true if
+    /// there were any. (Polled when a host touches the controller with AERs outstanding,
+    /// and when an AER arrives: not per command, to keep the I/O path free of it.)
+    fn take_raised_events(&mut self) -> bool {
+        let raised = {
+            let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            set.take_events(self.ctx.cntlid)
+        };
+        let any = !raised.is_empty();
+        self.ctx.events.extend(raised);
+        any
     }
 
     /// This controller's next scheduled event: a completion, becoming ready, or the end

@@ -11,9 +11,9 @@ use super::{Quirk, Subsystem, NSID_ALL};
 use crate::exec::{DataPointer, Done};
 use crate::profile::OptionalCommand;
 use nvme::spec::identify::{
-    ascii_padded, encode_descriptor_list, Cns, ControllerList, Dlfeat, Flbas, FlushBroadcast, Fpi, Frmw, IdentifyCdw10,
-    IdentifyController, IdentifyNamespace, LbaFormat, Lpa, Mc, NamespaceList, NsDescriptor, Oacs, Oaes, Oncs,
-    PowerStateDescriptor, Vwc,
+    ascii_padded, encode_descriptor_list, Cmic, Cns, ControllerList, Dlfeat, Flbas, FlushBroadcast, Fpi, Frmw,
+    IdentifyCdw10, IdentifyController, IdentifyNamespace, LbaFormat, Lpa, Mc, NamespaceList, Nmic, NsDescriptor, Oacs,
+    Oaes, Oncs, PowerStateDescriptor, Vwc,
 };
 use nvme::spec::{Status, Version};
 use zerocopy::little_endian::U128;
@@ -72,8 +72,19 @@ impl Subsystem {
         // IEEE OUI, least significant byte first.
         let oui = p.identity.ieee_oui.to_le_bytes();
         id.ieee = [oui[0], oui[1], oui[2]];
+        // CMIC (Figure 247): one port per controller, so bits 0 (two or more ports) and 1
+        // (two or more controllers) go together. No SR-IOV, no ANA reporting.
+        let multiple = self.multiple_controllers() && !self.quirks.has(Quirk::CmicSingleController);
+        // Quirk `cmic-single-controller`: CMIC 0 on a multi-controller subsystem (Figure 247 CMIC broken).
+        id.cmic = Cmic::new().with_multiple_ports(multiple).with_multiple_controllers(multiple);
         id.mdts = p.controller.mdts;
-        id.cntlid = self.controller.cntlid;
+        id.cntlid = if self.quirks.has(Quirk::CntlidDuplicate) {
+            // Quirk: every port reports the first port's CNTLID (Figure 247 CNTLID: unique
+            // within the NVM subsystem, broken).
+            p.controller.cntlid
+        } else {
+            self.controller.cntlid
+        };
         id.ver = if self.quirks.has(Quirk::VerMismatch) {
             // Quirk: VER one minor version below VS (Figure 247 VER broken).
             let v = self.version();
@@ -236,6 +247,7 @@ impl Subsystem {
             id.flbas.set_format((id.nlbaf + 1).min(15));
         }
         id.nvmcap = U128::new(ns.capacity_bytes());
+        id.nmic = Nmic::new().with_shared(ns.shared);
         let (nguid, eui64) = self.reported_ids(ns);
         id.nguid = nguid;
         id.eui64 = eui64;

@@ -15,6 +15,19 @@ use nvme::spec::nvm::{DsmFields, DsmRange, LbaFields};
 use nvme::spec::{Command, NvmOpcode, Status, Version};
 use nvme::transport::DmaRegion;
 
+/// The writes quirk `port-stale-data` remembers.
+pub const PORT_STALE_WRITES: usize = 256;
+
+/// Quirk `port-stale-data`: what one write overwrote (the bytes of the data media at
+/// `offset` of namespace `nsid`), and the controller it came through.
+#[derive(Debug)]
+pub struct PortStale {
+    writer: u16,
+    nsid: u32,
+    offset: u64,
+    old: Vec<u8>,
+}
+
 /// How a command reaches its namespace.
 enum Target {
     /// An active namespace (or, under a quirk, an allocated inactive one).
@@ -166,10 +179,18 @@ impl Subsystem {
             // Quirk `stale-read-after-write`: the data a write replaced is read once more.
             self.swap_stale(nsid, slba, nlb);
         }
+        let port_stale = self.quirks.has(Quirk::PortStaleData) && !self.port_stale.is_empty();
+        if port_stale {
+            // Quirk `port-stale-data`: another port's writes are not seen (§2.4.1 broken).
+            self.swap_port_stale(nsid, slba, nlb);
+        }
         let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         let mut result = media_to_host(ns, slba, len, data);
         if result.is_ok() && separate_metadata(ns) {
             result = metadata_to_host(ns, slba, nlb, data.dma(), cmd.mptr);
+        }
+        if port_stale {
+            self.swap_port_stale(nsid, slba, nlb);
         }
         if stale {
             self.swap_stale(nsid, slba, nlb);
@@ -202,6 +223,9 @@ impl Subsystem {
         let slba = cmd.slba();
         if self.quirks.has(Quirk::StaleReadAfterWrite) {
             self.keep_stale(nsid, slba, nlb);
+        }
+        if self.quirks.has(Quirk::PortStaleData) {
+            self.keep_port_stale(nsid, slba, nlb);
         }
         let keep_metadata = !self.quirks.has(Quirk::MetadataNotKept);
         self.begin_write(nsid, slba, nlb, fua);
@@ -245,14 +269,64 @@ impl Subsystem {
         let (offset, len) = ns.layout().data_extent(slba, nlb);
         for (n, o, bytes) in self.stale.iter_mut() {
             if *n == nsid && overlaps(*o, bytes.len() as u64, offset, len) {
-                let mut now = vec![0u8; bytes.len()];
-                if ns.media(Region::Data).read(*o, &mut now).is_ok()
-                    && ns.media_mut(Region::Data).write(*o, bytes).is_ok()
-                {
-                    *bytes = now;
-                }
+                swap_media(ns, *o, bytes);
             }
         }
+    }
+
+    /// Quirk `port-stale-data`: remembers what a write of `nlb` blocks at `slba`, through
+    /// the controller running it, is about to overwrite (forgetting older writes of the
+    /// same blocks, and the oldest beyond [`PORT_STALE_WRITES`]).
+    fn keep_port_stale(&mut self, nsid: u32, slba: u64, nlb: u64) {
+        let Some(ns) = self.namespace(nsid) else { return };
+        let (offset, len) = ns.layout().data_extent(slba, nlb);
+        let mut old = vec![0u8; len as usize];
+        if ns.media(Region::Data).read(offset, &mut old).is_ok() {
+            self.forget_port_stale_extent(nsid, offset, len);
+            let writer = self.controller.cntlid;
+            self.port_stale.push_back(PortStale { writer, nsid, offset, old });
+            if self.port_stale.len() > PORT_STALE_WRITES {
+                self.port_stale.pop_front();
+            }
+        }
+    }
+
+    /// Exchanges what the media holds with the old data of the remembered writes of other
+    /// controllers overlapping a read (twice restores it). The remembered writes never
+    /// overlap one another.
+    fn swap_port_stale(&mut self, nsid: u32, slba: u64, nlb: u64) {
+        let reader = self.controller.cntlid;
+        let Some(index) = nsid.checked_sub(1) else { return };
+        let Some(Some(ns)) = self.namespaces.get_mut(index as usize) else { return };
+        let (offset, len) = ns.layout().data_extent(slba, nlb);
+        for e in self.port_stale.iter_mut() {
+            if e.writer != reader && e.nsid == nsid && overlaps(e.offset, e.old.len() as u64, offset, len) {
+                swap_media(ns, e.offset, &mut e.old);
+            }
+        }
+    }
+
+    /// Quirk `port-stale-data`: the writes remembered in a byte extent of `nsid`'s data
+    /// media are forgotten (the blocks changed otherwise since).
+    fn forget_port_stale_extent(&mut self, nsid: u32, offset: u64, len: u64) {
+        self.port_stale.retain(|e| !(e.nsid == nsid && overlaps(e.offset, e.old.len() as u64, offset, len)));
+    }
+
+    /// Quirk `port-stale-data`: `nlb` blocks from `slba` changed without a Write (Write
+    /// Zeroes, deallocation, Write Uncorrectable): no stale copy of them is kept.
+    pub(super) fn forget_port_stale_blocks(&mut self, nsid: u32, slba: u64, nlb: u64) {
+        if self.port_stale.is_empty() {
+            return;
+        }
+        let Some(ns) = self.namespace(nsid) else { return };
+        let (offset, len) = ns.layout().data_extent(slba, nlb.min(ns.nsze.saturating_sub(slba)));
+        self.forget_port_stale_extent(nsid, offset, len);
+    }
+
+    /// Quirk `port-stale-data`: namespace `nsid` was formatted, erased or deleted (every
+    /// namespace for [`NSID_ALL`]): nothing remembered of its old writes.
+    pub(super) fn forget_port_stale(&mut self, nsid: u32) {
+        self.port_stale.retain(|e| nsid != NSID_ALL && e.nsid != nsid);
     }
 
     /// The stale data overlapping a read has been read once: forgotten.
@@ -468,6 +542,14 @@ impl Subsystem {
             }
         }
         Done::ok()
+    }
+}
+
+/// Exchanges the data media's bytes at `at` with `bytes`.
+fn swap_media(ns: &mut Namespace, at: u64, bytes: &mut Vec<u8>) {
+    let mut now = vec![0u8; bytes.len()];
+    if ns.media(Region::Data).read(at, &mut now).is_ok() && ns.media_mut(Region::Data).write(at, bytes).is_ok() {
+        *bytes = now;
     }
 }
 

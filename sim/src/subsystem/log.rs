@@ -6,8 +6,9 @@
 //! an attached namespace whose Identify data changes is added to the list, and the
 //! notice is raised once, then masked until the host reads log 04h (§5.2, Figure 146).
 
+use super::features::Features;
 use super::identify::{COMPOSITE_TEMPERATURE, ERROR_LOG_ENTRIES};
-use super::{Quirk, Subsystem, NSID_ALL};
+use super::{Quirk, Quirks, Subsystem, NSID_ALL};
 use crate::exec::{AsyncEvent, DataPointer, Done};
 use crate::profile::OptionalCommand;
 use nvme::spec::log::{
@@ -84,26 +85,29 @@ impl ChangedNamespaces {
 }
 
 impl Subsystem {
-    /// Notes that the attributes of `nsid`, as this controller sees them, changed:
-    /// attached, detached, deleted while attached, or formatted. Adds it to the Changed
-    /// Namespace List and raises Namespace Attribute Changed if enabled and not masked.
+    /// Notes that the attributes of `nsid`, as the controller running the command sees
+    /// them, changed: attached, detached, deleted while attached, or formatted. Adds it to
+    /// the Changed Namespace List and raises Namespace Attribute Changed (into `events`,
+    /// the command's context) if enabled and not masked.
     pub(super) fn namespace_changed(&mut self, events: &mut Vec<AsyncEvent>, nsid: u32) {
+        let cntlid = self.controller.cntlid;
+        self.namespace_changed_on(events, nsid, cntlid);
+    }
+
+    /// [`Self::namespace_changed`] for controller `cntlid`: the one running the command
+    /// (its notice into `events`), or another of the subsystem, whose notice waits in its
+    /// own mailbox for its queue engine ([`crate::exec::CommandSet::take_events`]). A
+    /// CNTLID the subsystem does not have is ignored.
+    pub(super) fn namespace_changed_on(&mut self, events: &mut Vec<AsyncEvent>, nsid: u32, cntlid: u16) {
         if !self.profile.controller.namespace_attribute_notices {
             return;
         }
-        if !self.quirks.has(Quirk::ChangedListEmpty) {
-            // Quirk `changed-list-empty`: the list is never filled (§5.14.1.4 broken).
-            self.controller.changed.nsids.insert(nsid);
-        }
-        let enabled = self.controller.features.namespace_notices_enabled();
-        if enabled && !self.controller.changed.notice_outstanding && !self.quirks.has(Quirk::NoNamespaceNotice) {
-            // Quirk `no-namespace-notice`: the event is never raised (§5.2 broken).
-            self.controller.changed.notice_outstanding = true;
-            events.push(AsyncEvent {
-                event_type: EVENT_TYPE_NOTICE,
-                info: NOTICE_NAMESPACE_ATTRIBUTE_CHANGED,
-                log_page: LogPageId::ChangedNamespaceList as u8,
-            });
+        let quirks = &self.quirks;
+        if cntlid == self.controller.cntlid {
+            let c = &mut self.controller;
+            note_change(quirks, &mut c.changed, &c.features, events, nsid);
+        } else if let Some(c) = self.others.iter_mut().find(|c| c.cntlid == cntlid) {
+            note_change(quirks, &mut c.changed, &c.features, &mut c.events, nsid);
         }
     }
 
@@ -243,6 +247,32 @@ impl Subsystem {
             log.iocs[op as usize] = effects;
         }
         log
+    }
+}
+
+/// Adds `nsid` to a controller's Changed Namespace List and raises its Namespace
+/// Attribute Changed notice into `events`, if its features enable it and none is
+/// outstanding.
+fn note_change(
+    quirks: &Quirks,
+    changed: &mut ChangedNamespaces,
+    features: &Features,
+    events: &mut Vec<AsyncEvent>,
+    nsid: u32,
+) {
+    if !quirks.has(Quirk::ChangedListEmpty) {
+        // Quirk `changed-list-empty`: the list is never filled (§5.14.1.4 broken).
+        changed.nsids.insert(nsid);
+    }
+    let enabled = features.namespace_notices_enabled();
+    if enabled && !changed.notice_outstanding && !quirks.has(Quirk::NoNamespaceNotice) {
+        // Quirk `no-namespace-notice`: the event is never raised (§5.2 broken).
+        changed.notice_outstanding = true;
+        events.push(AsyncEvent {
+            event_type: EVENT_TYPE_NOTICE,
+            info: NOTICE_NAMESPACE_ATTRIBUTE_CHANGED,
+            log_page: LogPageId::ChangedNamespaceList as u8,
+        });
     }
 }
 

@@ -5,6 +5,11 @@
 //!
 //! Every check runs before anything changes: a command that fails leaves the subsystem
 //! as it was.
+//!
+//! With several controllers (CMIC bit 1) a namespace may be created shared (NMIC bit 0)
+//! and attached to any of them; a private one to one controller at a time. A change to
+//! a namespace is noticed by every controller it is attached to, whichever controller
+//! the command came through.
 
 use super::{Quirk, Subsystem, NSID_ALL};
 use crate::exec::{ControllerContext, DataPointer, Done};
@@ -39,7 +44,8 @@ impl Subsystem {
 
     /// Create: the host-specified fields of an Identify Namespace structure (NSZE, NCAP,
     /// FLBAS, DPS, NMIC) describe the namespace. Returns the NSID allocated; the new
-    /// namespace is attached to no controller.
+    /// namespace is attached to no controller. NMIC bit 0 (shared) needs a subsystem of
+    /// two or more controllers (CMIC bit 1).
     fn create_namespace(&mut self, data: &dyn DataPointer) -> Result<u32, Status> {
         let bytes = data.copy_from_host(DATA_SIZE)?;
         let spec = IdentifyNamespace::read_from_bytes(&bytes).map_err(|_| Status::INTERNAL_ERROR)?;
@@ -57,7 +63,7 @@ impl Subsystem {
             return Err(Status::INVALID_FORMAT);
         }
         // One controller (CMIC bit 1 clear): a shared namespace cannot be created.
-        if spec.nmic.shared() {
+        if spec.nmic.shared() && !self.multiple_controllers() {
             return Err(Status::INVALID_FIELD);
         }
         if spec.nsze == 0 || spec.ncap > spec.nsze {
@@ -94,6 +100,7 @@ impl Subsystem {
         }
         let nsid = slot as u32 + 1;
         let mut ns = self.make_namespace(nsid, index, spec.extended_metadata(), spec.nsze);
+        ns.shared = spec.nmic.shared();
         if self.quirks.has(Quirk::CreateKeepsOldMedia) {
             if let Some(old) = self.recycled.take() {
                 // Quirk: the old namespace's bytes show through (§6.7.1.1 broken).
@@ -106,7 +113,7 @@ impl Subsystem {
     }
 
     /// Delete: the namespace `nsid`, or every allocated namespace for FFFFFFFFh. A
-    /// namespace attached to this controller is detached first, which it is told of.
+    /// namespace attached to controllers is detached from them first, which each is told of.
     fn delete_namespace(&mut self, ctx: &mut ControllerContext, nsid: u32) -> Result<(), Status> {
         let victims: Vec<u32> = if nsid == NSID_ALL {
             if self.quirks.has(Quirk::DeleteBroadcastIgnored) {
@@ -130,8 +137,9 @@ impl Subsystem {
             return Err(Status::INVALID_FIELD);
         };
         for nsid in victims {
-            let was_active = self.is_active(nsid);
+            let was_attached = self.namespace(nsid).map(|ns| ns.attached.clone()).unwrap_or_default();
             self.power.writeback.forget(nsid);
+            self.forget_port_stale(nsid);
             if let Some(old) = self.namespaces.get_mut(nsid as usize - 1).and_then(Option::take) {
                 if self.quirks.has(Quirk::CreateKeepsOldMedia) {
                     self.recycled = Some(old);
@@ -139,8 +147,8 @@ impl Subsystem {
             }
             self.stale_attached.retain(|(n, _)| *n != nsid);
             self.late_attached.retain(|n| *n != nsid);
-            if was_active {
-                self.namespace_changed(&mut ctx.events, nsid);
+            for cntlid in was_attached {
+                self.namespace_changed_on(&mut ctx.events, nsid, cntlid);
             }
         }
         Ok(())
@@ -179,7 +187,6 @@ impl Subsystem {
         let bytes = data.copy_from_host(DATA_SIZE)?;
         let list = ControllerList::read_from_bytes(&bytes).map_err(|_| Status::INTERNAL_ERROR)?;
         let ids = self.controller_list(&list)?;
-        let known = self.controller_ids();
         let Some(ns) = self.namespace(nsid) else { return Err(Status::INVALID_FIELD) };
         // Every check first, then the change.
         let mut changes = Vec::new();
@@ -193,8 +200,12 @@ impl Subsystem {
                     }
                     return Err(Status::NAMESPACE_ALREADY_ATTACHED);
                 }
-                // NMIC bit 0 is clear on every namespace: it is private to one controller.
-                if !ns.attached.is_empty() || ids.len() > 1 {
+                // A private namespace (NMIC bit 0 clear) is attached to one controller at most
+                // (§5.19, Figure 267: Namespace Is Private).
+                // Quirk `private-namespace-attached-twice`: it is attached all the same
+                // (§5.19, Figure 267 Namespace Is Private broken).
+                let private = !ns.shared && !self.quirks.has(Quirk::PrivateNamespaceAttachedTwice);
+                if private && (!ns.attached.is_empty() || ids.len() > 1) {
                     return Err(Status::NAMESPACE_IS_PRIVATE);
                 }
             } else if !attached {
@@ -242,9 +253,9 @@ impl Subsystem {
                 }
             }
         }
-        let this = self.controller.cntlid;
-        if changes.contains(&this) && known.contains(&this) {
-            self.namespace_changed(&mut ctx.events, nsid);
+        // Each controller attached or detached notices it, whichever port the command came on.
+        for id in changes {
+            self.namespace_changed_on(&mut ctx.events, nsid, id);
         }
         Ok(())
     }
@@ -339,6 +350,7 @@ impl Subsystem {
             Vec::new()
         };
         let keep_data = self.quirks.has(Quirk::FormatKeepsData);
+        let this = self.controller.cntlid;
         for nsid in targets {
             let key = if crypto { self.new_key() } else { None };
             let Some(ns) = self.namespace_mut(nsid) else { continue };
@@ -353,9 +365,15 @@ impl Subsystem {
                 ns.crypto_erase(key);
             }
             ns.reformat(format, nsze, stride, fill);
+            let others: Vec<u16> = ns.attached.iter().copied().filter(|c| *c != this).collect();
             self.power.writeback.forget(nsid);
+            self.forget_port_stale(nsid);
             if changed {
                 self.namespace_changed(&mut ctx.events, nsid);
+                // The other controllers it is attached to see the new format too.
+                for cntlid in others {
+                    self.namespace_changed_on(&mut ctx.events, nsid, cntlid);
+                }
             }
         }
         for nsid in erased_too {
@@ -366,6 +384,7 @@ impl Subsystem {
             }
             ns.erase();
             self.power.writeback.forget(nsid);
+            self.forget_port_stale(nsid);
         }
         Ok(())
     }

@@ -13,6 +13,21 @@
 //! - [`power`]: what a power loss takes back, the power counters and ready times;
 //!   [`power_cycle`]: the commands, shutdown, power cut and power-on acting on it.
 //! - [`testing`]: a host-memory data pointer for tests without the queue engine.
+//!
+//! ## Controllers
+//!
+//! A profile's `controller.ports` gives the subsystem one controller per port, CNTLIDs
+//! `controller.cntlid`, `+ 1`, … (NVMe 1.4 §2.4.1 "Multi-Path I/O and Namespace
+//! Sharing"). They share everything the NVM subsystem holds (namespaces and their media,
+//! firmware slots, sanitize, the SMART / Health counters, power); each keeps its own
+//! [`ControllerState`]: feature values, Changed Namespace List and error log. A command
+//! acts for the controller its context names ([`ControllerContext::cntlid`]): on arrival
+//! that controller's state is swapped into `Subsystem::controller` (the others wait in
+//! `Subsystem::others`), so every command reads and changes the state of the controller
+//! it came on, and a namespace is active for it only if attached to it. A context naming
+//! no controller of the subsystem (a hand-built one in a test) acts for the first.
+//! Changes one controller makes to a namespace attached to another raise that one's
+//! notices in its own mailbox, which its queue engine takes ([`CommandSet::take_events`]).
 
 pub mod crypt;
 pub mod erase;
@@ -32,7 +47,7 @@ pub mod testing;
 
 pub use quirk::{Quirk, Quirks};
 
-use crate::exec::{CommandSet, ControllerContext, DataPointer, Done};
+use crate::exec::{AsyncEvent, CommandSet, ControllerContext, DataPointer, Done};
 use crate::profile::{OptionalCommand, Profile};
 use namespace::{Format, Namespace};
 use nvme::spec::{AdminOpcode, Command, NvmOpcode, Status, Version};
@@ -41,13 +56,29 @@ use nvme::spec::{AdminOpcode, Command, NvmOpcode, Status, Version};
 pub const NSID_ALL: u32 = 0xFFFF_FFFF;
 
 /// What the subsystem keeps per controller: feature values, the Changed Namespace List,
-/// the error log.
+/// the error log, and the events other controllers' commands raised for it.
 #[derive(Debug)]
 pub struct ControllerState {
     pub cntlid: u16,
     pub features: features::Features,
     pub changed: log::ChangedNamespaces,
     pub errors: log::ErrorLog,
+    /// Events raised for this controller by commands that ran on another, until its
+    /// queue engine takes them ([`CommandSet::take_events`]).
+    pub events: Vec<AsyncEvent>,
+}
+
+impl ControllerState {
+    /// A controller as the profile describes it after power-on.
+    fn new(cntlid: u16, profile: &Profile) -> ControllerState {
+        ControllerState {
+            cntlid,
+            features: features::Features::new(profile),
+            changed: log::ChangedNamespaces::default(),
+            errors: log::ErrorLog::default(),
+            events: Vec::new(),
+        }
+    }
 }
 
 /// Counters behind the SMART / Health Information log page (Figure 196).
@@ -69,14 +100,18 @@ pub struct Health {
     pub unsafe_shutdowns: u128,
 }
 
-/// A simulated NVM subsystem with one controller.
+/// A simulated NVM subsystem with one controller per port of its profile.
 pub struct Subsystem {
     profile: Profile,
     quirks: Quirks,
     /// Indexed by NSID − 1; `None` is an unallocated NSID. Length is the NN the
     /// subsystem really supports (the profile's `max_namespaces`).
     namespaces: Vec<Option<Namespace>>,
+    /// The controller the command running arrived on (see the module's "Controllers").
     controller: ControllerState,
+    /// The subsystem's other controllers, one swapped with `controller` when a command
+    /// arrives on it ([`Subsystem::select`]).
+    others: Vec<ControllerState>,
     /// Bumped for every namespace created, so NGUID and EUI64 are never reused.
     next_uid: u64,
     /// Quirk `deleted-namespace-stays-allocated`: deleted NSIDs CNS 10h still lists.
@@ -93,6 +128,9 @@ pub struct Subsystem {
     /// Quirk `stale-read-after-write`: what each write overwrote (NSID, data media offset,
     /// bytes), returned once by the next read of it.
     stale: Vec<(u32, u64, Vec<u8>)>,
+    /// Quirk `port-stale-data`: what the latest writes overwrote, newest last, at most
+    /// [`io::PORT_STALE_WRITES`]: read through any controller but the writer's.
+    port_stale: std::collections::VecDeque<io::PortStale>,
     health: Health,
     power: power_cycle::PowerState,
     /// Media encryption keys made so far (each namespace and crypto erase takes a new one).
@@ -130,14 +168,13 @@ impl Subsystem {
         let nn = profile.max_namespaces as usize;
         let mut namespaces = Vec::new();
         namespaces.resize_with(nn, || None);
-        let cntlid = profile.controller.cntlid;
+        let cntlids = profile.controller.cntlids();
+        let mut controllers = cntlids.iter().map(|c| ControllerState::new(*c, &profile));
+        let Some(first) = controllers.next() else { return refuse("a subsystem needs at least one controller") };
+        let others = controllers.collect();
         let mut sub = Subsystem {
-            controller: ControllerState {
-                cntlid,
-                features: features::Features::new(&profile),
-                changed: log::ChangedNamespaces::default(),
-                errors: log::ErrorLog::default(),
-            },
+            controller: first,
+            others,
             profile,
             quirks,
             namespaces,
@@ -147,6 +184,7 @@ impl Subsystem {
             recycled: None,
             late_attached: Vec::new(),
             stale: Vec::new(),
+            port_stale: Default::default(),
             health: Health { power_cycles: 1, ..Health::default() },
             power: power_cycle::PowerState::default(),
             keys_made: 0,
@@ -167,8 +205,11 @@ impl Subsystem {
                 })?;
             let nsid = i as u32 + 1;
             let mut created = sub.make_namespace(nsid, index as u8, ns.extended, ns.blocks);
+            created.shared = !sub.profile.private_namespaces.contains(&nsid);
             if ns.attached {
-                created.attached.push(cntlid);
+                // A shared namespace on every controller, a private one on the first.
+                let reach = if created.shared { cntlids.len() } else { 1 };
+                created.attached.extend(&cntlids[..reach]);
             }
             sub.namespaces[i] = Some(created);
         }
@@ -197,8 +238,37 @@ impl Subsystem {
         &self.health
     }
 
+    /// The state of the controller the last command ran on.
     pub fn controller(&self) -> &ControllerState {
         &self.controller
+    }
+
+    /// The state of controller `cntlid`, if the subsystem has it.
+    pub fn controller_state(&self, cntlid: u16) -> Option<&ControllerState> {
+        std::iter::once(&self.controller).chain(&self.others).find(|c| c.cntlid == cntlid)
+    }
+
+    fn controller_state_mut(&mut self, cntlid: u16) -> Option<&mut ControllerState> {
+        std::iter::once(&mut self.controller).chain(&mut self.others).find(|c| c.cntlid == cntlid)
+    }
+
+    /// Makes controller `cntlid` the one commands act for (the first controller for a
+    /// CNTLID the subsystem does not have).
+    fn select(&mut self, cntlid: u16) {
+        if self.controller.cntlid == cntlid {
+            return;
+        }
+        let find = |id: u16| self.others.iter().position(|c| c.cntlid == id);
+        let first = self.profile.controller.cntlid;
+        let index = find(cntlid).or_else(|| if self.controller.cntlid == first { None } else { find(first) });
+        if let Some(i) = index {
+            std::mem::swap(&mut self.controller, &mut self.others[i]);
+        }
+    }
+
+    /// Whether the subsystem has two or more controllers (CMIC bits 0 and 1: one port each).
+    pub fn multiple_controllers(&self) -> bool {
+        !self.others.is_empty()
     }
 
     /// The firmware slots and the revision running.
@@ -227,7 +297,7 @@ impl Subsystem {
         nsid >= 1 && nsid <= self.max_nsid()
     }
 
-    /// Whether `nsid` is active on this controller: allocated and attached.
+    /// Whether `nsid` is active on the controller the command runs on: allocated and attached.
     pub fn is_active(&self, nsid: u32) -> bool {
         self.namespace(nsid).is_some_and(|ns| ns.is_attached_to(self.controller.cntlid))
     }
@@ -243,9 +313,9 @@ impl Subsystem {
         self.namespaces.iter().flatten().map(|ns| ns.nsid).collect()
     }
 
-    /// The controllers of the subsystem (one).
+    /// The CNTLIDs of the subsystem's controllers, increasing.
     pub fn controller_ids(&self) -> Vec<u16> {
-        vec![self.controller.cntlid]
+        self.profile.controller.cntlids()
     }
 
     /// Capacity taken by allocated namespaces, in bytes.
@@ -351,6 +421,7 @@ impl Subsystem {
 
 impl CommandSet for Subsystem {
     fn admin(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
+        self.select(ctx.cntlid);
         self.now_ns = ctx.now_ns;
         self.sanitize_progress(ctx);
         if let Some(refused) = self.sanitize_restriction(cmd, true) {
@@ -383,6 +454,7 @@ impl CommandSet for Subsystem {
     }
 
     fn io(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
+        self.select(ctx.cntlid);
         self.now_ns = ctx.now_ns;
         ctx.service_percent = self.firmware.speed_percent;
         self.sanitize_progress(ctx);
@@ -399,6 +471,13 @@ impl CommandSet for Subsystem {
         }
         ctx.change = self.power.pending.take();
         self.record(cmd, done)
+    }
+
+    fn take_events(&mut self, cntlid: u16) -> Vec<AsyncEvent> {
+        match self.controller_state_mut(cntlid) {
+            Some(c) if !c.events.is_empty() => std::mem::take(&mut c.events),
+            _ => Vec::new(),
+        }
     }
 
     fn change_completed(&mut self, token: u64) {
@@ -419,12 +498,15 @@ impl CommandSet for Subsystem {
     }
 
     fn work(&self, cmd: &Command) -> crate::service::Work {
+        // Asked before `io` selects the controller: a namespace attached to any controller.
         let block =
-            self.namespace(cmd.nsid).filter(|_| self.is_active(cmd.nsid)).map_or(512, |ns| ns.format.host_block_size());
+            self.namespace(cmd.nsid).filter(|ns| !ns.attached.is_empty()).map_or(512, |ns| ns.format.host_block_size());
         crate::service::Work::of_blocks(cmd, block)
     }
 
     fn controller_enabled(&mut self, cntlid: u16) {
+        // The reset is this controller's: the others keep their features.
+        self.select(cntlid);
         // A Controller Level Reset (or the first enable after power-on) runs the firmware
         // committed for the next reset (§5.12).
         let powered_on = std::mem::take(&mut self.firmware.powered_on);

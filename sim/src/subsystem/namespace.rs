@@ -141,6 +141,9 @@ pub struct Namespace {
     pub nsze: u64,
     /// Controllers this namespace is attached to (CNTLIDs).
     pub attached: Vec<u16>,
+    /// NMIC bit 0 (Figure 245): the namespace may be attached to two or more
+    /// controllers; clear, it is private to one.
+    pub shared: bool,
     pub nguid: [u8; 16],
     pub eui64: [u8; 8],
     /// Where LBA n starts on the media: byte n × this. The LBA data size, except under
@@ -172,6 +175,7 @@ impl Namespace {
             format,
             nsze,
             attached: Vec::new(),
+            shared: false,
             nguid,
             eui64,
             lba_stride: format.data_size as u64,

@@ -65,6 +65,7 @@ impl Subsystem {
     pub(super) fn settle(&mut self, nsid: u32, slba: u64, nlb: u64) {
         self.power.writeback.settle(nsid, slba, nlb);
         self.power.clean = false;
+        self.forget_port_stale_blocks(nsid, slba, nlb);
     }
 
     /// Flush (§6.8) of `nsid`, or of every namespace.
@@ -94,6 +95,8 @@ impl Subsystem {
         self.power.off = true;
         self.power.pending = None;
         self.sanitize_power_cut();
+        // Quirk `port-stale-data`: the ports' stale copies go with the power.
+        self.forget_port_stale(super::NSID_ALL);
         // Quirk `atomic-write-torn`: writes within AWUPF tear like larger ones (§6.4 broken).
         let atomic_blocks =
             if self.quirks.has(Quirk::AtomicWriteTorn) { 0 } else { self.profile.power.awupf as u64 + 1 };
@@ -121,7 +124,8 @@ impl Subsystem {
         self.power.last_loss = loss;
     }
 
-    /// The power comes back: features to their defaults, the power cycle counted.
+    /// The power comes back: every controller's features to their defaults, the power
+    /// cycle counted.
     /// Returns the milliseconds until the controller may become ready.
     pub(super) fn power_on(&mut self) -> u64 {
         if !self.power.off {
@@ -130,7 +134,10 @@ impl Subsystem {
         self.power.off = false;
         self.firmware.powered_on = true;
         let clean = std::mem::replace(&mut self.power.clean, false);
-        self.controller.features = features::Features::new(&self.profile);
+        // Every controller's features, whichever port the host powers up through.
+        for c in std::iter::once(&mut self.controller).chain(&mut self.others) {
+            c.features = features::Features::new(&self.profile);
+        }
         if !self.quirks.has(Quirk::PowerCountersNotIncremented) {
             self.health.power_cycles += 1;
         }

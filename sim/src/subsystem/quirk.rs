@@ -404,6 +404,23 @@ pub enum Quirk {
     /// Exit Failure Mode (unrestricted completion mode) succeeds but the controller stays
     /// in failure mode. Breaks §8.15 / §5.24 (SANACT 001b).
     ExitFailureModeIgnored,
+    /// A read through a controller other than the one whose write last changed the
+    /// blocks returns what they held before that write (data written on one port is
+    /// stale on the others; the last 256 writes are remembered); reads through the
+    /// writing port are right. Breaks NVMe 1.4 §2.4.1 (Multi-Path I/O and Namespace
+    /// Sharing) and Figure 245 NMIC bit 0: a shared namespace is one namespace, data
+    /// written through any controller is read back through every other.
+    PortStaleData,
+    /// Every port's Identify Controller reports the first port's CNTLID. Breaks Figure
+    /// 247 CNTLID (§5.15.2.1): the Controller ID is unique within the NVM subsystem.
+    CntlidDuplicate,
+    /// Attaching a private namespace (NMIC bit 0 clear) that is attached to a controller
+    /// to another controller succeeds. Breaks §5.19, Figure 267: Namespace Is Private.
+    PrivateNamespaceAttachedTwice,
+    /// Identify Controller CMIC reports 0 although the subsystem has two or more
+    /// controllers (one per port). Breaks Figure 247 CMIC bits 0 (two or more ports) and
+    /// 1 (two or more controllers).
+    CmicSingleController,
 }
 
 impl Quirk {
@@ -518,6 +535,10 @@ impl Quirk {
         Quirk::SanitizeSkipsDeallocation,
         Quirk::FailureModeAcceptsIo,
         Quirk::ExitFailureModeIgnored,
+        Quirk::PortStaleData,
+        Quirk::CntlidDuplicate,
+        Quirk::PrivateNamespaceAttachedTwice,
+        Quirk::CmicSingleController,
     ];
 
     /// The name a profile uses for this quirk.
@@ -632,6 +653,10 @@ impl Quirk {
             Quirk::SanitizeSkipsDeallocation => "sanitize-skips-deallocation",
             Quirk::FailureModeAcceptsIo => "failure-mode-accepts-io",
             Quirk::ExitFailureModeIgnored => "exit-failure-mode-ignored",
+            Quirk::PortStaleData => "port-stale-data",
+            Quirk::CntlidDuplicate => "cntlid-duplicate",
+            Quirk::PrivateNamespaceAttachedTwice => "private-namespace-attached-twice",
+            Quirk::CmicSingleController => "cmic-single-controller",
         }
     }
 

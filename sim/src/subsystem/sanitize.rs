@@ -153,6 +153,7 @@ impl Subsystem {
 
     /// The erase of a completed operation, on every namespace of the subsystem.
     fn apply_sanitize(&mut self, run: Running) {
+        self.forget_port_stale(super::NSID_ALL);
         let crypto = run.cdw10.sanact() == SanitizeAction::CryptoErase;
         let mut nsids = self.allocated_nsids();
         if self.quirks.has(Quirk::SanitizeMissesNamespace) {
