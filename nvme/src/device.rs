@@ -52,6 +52,12 @@ pub enum DeviceError {
     /// outstanding: it will not complete it.
     #[error("{what}: no completion; the controller set CSTS.CFS (Controller Fatal Status) after {after_ms} ms")]
     ControllerFatal { what: String, after_ms: u64 },
+    /// CSTS read all ones (FFFFFFFFh) while the command was outstanding: the controller
+    /// is no longer there (the drive was removed, or its port's link went down). A
+    /// register read that reaches no function returns all ones; CSTS's reserved bits are
+    /// 0 on a present controller, so no present controller reads that way.
+    #[error("{what}: no completion; the controller is gone (CSTS reads FFFFFFFFh: removed, or its link is down) after {after_ms} ms")]
+    Removed { what: String, after_ms: u64 },
     #[error(transparent)]
     Transport(#[from] TransportError),
     #[error("{0}")]
@@ -67,7 +73,7 @@ impl DeviceError {
     /// failed under the target, which [`Device::host_faults`] reports.
     pub fn controller_stopped(&self) -> bool {
         match self {
-            DeviceError::Timeout { .. } | DeviceError::ControllerFatal { .. } => true,
+            DeviceError::Timeout { .. } | DeviceError::ControllerFatal { .. } | DeviceError::Removed { .. } => true,
             DeviceError::Transport(TransportError::Timeout(_) | TransportError::Gone(_)) => true,
             DeviceError::Transport(_) | DeviceError::Driver(_) | DeviceError::Unsupported(_) => false,
         }
@@ -203,6 +209,30 @@ pub trait Device {
     fn power_on(&mut self, grace: std::time::Duration) -> Result<crate::driver::PowerOn, DeviceError> {
         let _ = grace;
         Err(DeviceError::Unsupported("the target has no power switch".into()))
+    }
+
+    /// Takes this controller's port link down (`up` false: the function stops answering
+    /// and completes nothing; the drive and its other ports run on), or brings it back
+    /// and the controller up again, returning the nanoseconds from CC.EN to CSTS.RDY.
+    /// The default: the target cannot.
+    fn set_link(&mut self, up: bool) -> Result<Option<u64>, DeviceError> {
+        let _ = up;
+        Err(DeviceError::Unsupported("the target cannot take a port's link down".into()))
+    }
+
+    /// How many other controllers of the drive's NVM subsystem (the other ports of a
+    /// dual-port drive, NVMe 1.4 §2.4.1 "Multi-Path I/O and Namespace Sharing") the
+    /// target brought up beside this one, each reachable through [`Device::port`]. The
+    /// default: none (a single-port drive, or a target that reaches one controller).
+    fn port_count(&self) -> usize {
+        0
+    }
+
+    /// The `index`-th other controller (0-based), a device of its own: its own CNTLID,
+    /// admin and I/O queues, the subsystem's namespaces as attached to it.
+    fn port(&mut self, index: usize) -> Option<&mut dyn Device> {
+        let _ = index;
+        None
     }
 }
 

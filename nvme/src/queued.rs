@@ -81,6 +81,15 @@ pub trait QueuedIo {
         Err(DeviceError::Unsupported("the target cannot send admin commands while a workload runs".into()))
     }
 
+    /// Takes the link of port `port` (0-based among the other ports,
+    /// [`crate::device::Device::port`]) down or brings it back while this workload's
+    /// commands stay queued ([`crate::device::Device::set_link`]). The default: the target
+    /// cannot.
+    fn set_port_link(&mut self, port: usize, up: bool) -> Result<Option<u64>, DeviceError> {
+        let _ = (port, up);
+        Err(DeviceError::Unsupported("the target cannot take a port's link down beside queued I/O".into()))
+    }
+
     /// Cuts the drive's power now, with whatever is in flight (the power-fail work):
     /// the queues are gone with the power, their commands never complete. `seed` draws
     /// what a simulated drive loses. The default: the target has no power switch.
@@ -88,4 +97,19 @@ pub trait QueuedIo {
         let _ = seed;
         Err(DeviceError::Unsupported("the target has no power switch".into()))
     }
+
+    /// Pulls the drive out of its slot now, with whatever is in flight (surprise
+    /// removal): its power goes, and every port's link with it. The driver is not told:
+    /// it finds out from its commands as a host does (CSTS reading all ones,
+    /// [`DeviceError::Removed`], from [`Self::expired`]), and the queues stay as they
+    /// are until [`Self::abandon`]. `seed` draws what a simulated drive loses. The
+    /// default: the target cannot remove the drive.
+    fn pull_drive(&mut self, seed: u64) -> Result<(), DeviceError> {
+        let _ = seed;
+        Err(DeviceError::Unsupported("the target cannot remove the drive".into()))
+    }
+
+    /// Lets the queues go without a command: the drive they were on is gone
+    /// ([`Self::pull_drive`]), nothing of them is left to delete. The default: dropped.
+    fn abandon(self: Box<Self>) {}
 }

@@ -541,3 +541,85 @@ pub fn firmware_activation_notice() -> Rule {
          reset begins",
     )
 }
+
+pub fn ports_one_subsystem() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (VID, SSVID, SN, MN, SUBNQN) and §7.9 NVMe \
+         Qualified Names",
+        "every controller of one NVM subsystem reports the subsystem's identity: the same PCI Vendor and Subsystem \
+         Vendor IDs, Serial Number, Model Number and NVM Subsystem NQN",
+    )
+}
+
+pub fn cntlid_unique() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (CNTLID)",
+        "the Controller ID is unique within the NVM subsystem",
+    )
+}
+
+pub fn cmic_multiple_controllers() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify Controller Data Structure (CMIC bit 1)",
+        "a controller of an NVM subsystem that contains two or more controllers sets CMIC bit 1",
+    )
+}
+
+pub fn subsystem_controller_list() -> Rule {
+    rule(
+        "NVMe 1.4 §5.15.2.1, Identify – CNS 13h (Controller list of controllers in the NVM subsystem)",
+        "the list holds every controller of the NVM subsystem",
+    )
+}
+
+pub fn attached_controllers_only() -> Rule {
+    rule(
+        "NVMe 1.4 §5.19 Namespace Attachment, §6.1.5 NSID and Namespace Usage and §8.11 (Namespace Management)",
+        "a namespace is active only on the controllers it is attached to: another controller's Active Namespace ID \
+         list does not hold it",
+    )
+}
+
+pub fn namespace_is_private() -> Rule {
+    rule(
+        "NVMe 1.4 §5.19 Namespace Attachment, Figure 267 (Namespace Is Private) and Figure 245 (NMIC bit 0)",
+        "attaching a private namespace (NMIC bit 0 clear) that is attached to a controller to another controller \
+         fails with Namespace Is Private",
+    )
+}
+
+pub fn shared_namespace_data() -> Rule {
+    rule(
+        "NVMe 1.4 §2.4.1 Multi-Path I/O and Namespace Sharing and Figure 245 (NMIC bit 0)",
+        "a namespace shared by two or more controllers is one namespace: data written through any of them is read \
+         back through every other",
+    )
+}
+
+pub fn removed_drive_answers_nothing() -> Rule {
+    rule(
+        "PCI Express Base Specification, Hot-Plug (surprise removal); NVMe 1.4 §3.1.6 CSTS",
+        "a drive pulled from its slot is gone from the bus: its function answers no request (a register read \
+         returns all ones), so a host finds it gone and ends every command it had outstanding in an error within \
+         the command timeout, never a hang",
+    )
+}
+
+/// Hot-plug: the drive reinserted is the drive that was pulled.
+pub fn same_drive_after_reinsertion() -> Rule {
+    rule(
+        "NVMe 1.4 Figure 247 (SN, MN, SUBNQN) and Figure 245 (NGUID, EUI64)",
+        "a drive pulled and reinserted is the same NVM subsystem with the same namespaces: Serial Number, Model \
+         Number and NVM Subsystem NQN are the subsystem's, and a namespace's NGUID and EUI64 are assigned when it \
+         is created and preserved across controller operations for its life",
+    )
+}
+
+/// Dual port: a port's outage leaves the other ports serving.
+pub fn other_ports_serve() -> Rule {
+    rule(
+        "NVMe 1.4 §2.4.1 Multi-Path I/O and Namespace Sharing",
+        "the controllers of an NVM subsystem are paths of their own: while one port's link is down, the \
+         controllers of the other ports carry out their commands, and the shared namespaces keep their data",
+    )
+}

@@ -12,9 +12,17 @@ use std::path::Path;
 /// The `sim:PATH` target of enterprise-1.4's profile with `from` replaced by `to`, written
 /// into `dir`.
 fn changed_profile(dir: &Path, from: &str, to: &str) -> String {
-    let profile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sim/enterprise-1.4.yaml"))
-        .unwrap()
-        .replace(from, to);
+    changed_profile_in(dir, &[(from, to)])
+}
+
+/// The enterprise-1.4 profile with each `(from, to)` text replaced, as a `sim:` target.
+fn changed_profile_in(dir: &Path, changes: &[(&str, &str)]) -> String {
+    let mut profile =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/sim/enterprise-1.4.yaml")).unwrap();
+    for (from, to) in changes {
+        assert!(profile.contains(from), "`{from}` is not in the profile");
+        profile = profile.replace(from, to);
+    }
     let path = dir.join("changed.yaml");
     std::fs::write(&path, profile).unwrap();
     format!("sim:{}", path.display())
@@ -109,14 +117,15 @@ fn a_drive_that_launches_one_command_per_turn_passes_arbitration() {
 }
 
 /// A claims file that promises what the controller does not report (the PBlaze5 916's
-/// crypto erase and dual port, on a simulated drive whose FNA, SANICAP and CMIC report
-/// neither) fails the claims case citing the claim's file:line:col and the field; the
+/// crypto erase and dual port, on a simulated drive with one port whose FNA, SANICAP and
+/// CMIC report neither) fails the claims case citing the claim's file:line:col and the field; the
 /// drive's own profile claims nothing it lacks and passes.
 #[test]
 fn a_claimed_capability_the_controller_does_not_report_fails_citing_the_claim() {
     let claims = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/claims/pblaze5-916.yaml");
     let dir = tempfile::tempdir().unwrap();
-    let without_crypto_erase = changed_profile(dir.path(), "crypto_erase: true", "crypto_erase: false");
+    let without_crypto_erase =
+        changed_profile_in(dir.path(), &[("crypto_erase: true", "crypto_erase: false"), ("ports: 2", "ports: 1")]);
     let out = nvtest(&["--suite", "claims", "--claims", claims, &without_crypto_erase]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");

@@ -26,7 +26,7 @@ fn require_qemu() {
 }
 
 /// The suites [`check`] runs.
-const SUITES: [&str; 4] = ["namespaces", "trim", "erase", "firmware"];
+const SUITES: [&str; 5] = ["namespaces", "trim", "erase", "firmware", "dual-port"];
 
 /// What each case concluded, by `suite::case`.
 fn run_suites(target: &str) -> BTreeMap<String, Verdict> {

@@ -160,9 +160,20 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("firmware", "commit-errors", "bad-image-accepted", "Figure 175"),
     ("firmware", "commit-errors", "read-only-slot-writable", "Figure 175"),
     ("firmware", "commit-errors", "refused-commit-changes-slot", "§5.14.1.3 Firmware Slot Information"),
+    ("dual-port", "identity", "cntlid-duplicate", "(CNTLID)"),
+    ("dual-port", "identity", "cmic-single-controller", "(CMIC bit 1)"),
+    ("dual-port", "shared-namespace-both-ways", "port-stale-data", "§2.4.1 Multi-Path I/O"),
+    ("dual-port", "private-namespace", "private-namespace-attached-twice", "Figure 267 (Namespace Is Private)"),
+    ("dual-port", "port-down-under-load", "port-down-stalls-others", "§2.4.1 Multi-Path I/O"),
+    ("hot-plug", "surprise-removal", "removed-function-answers", "PCI Express Base Specification, Hot-Plug"),
+    ("hot-plug", "surprise-removal", "nguid-changes-after-power-cycle", "Figure 245 (NGUID, EUI64)"),
+    ("hot-plug", "surprise-removal", "flush-ignored", "§6.8 Flush command"),
+    ("hot-plug", "orderly-removal", "shutdown-status-never-reported", "§7.6.2 Shutdown"),
+    ("hot-plug", "orderly-removal", "nguid-changes-after-power-cycle", "Figure 245 (NGUID, EUI64)"),
 ];
 
-const SUITES: &[&str] = &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail", "erase", "firmware"];
+const SUITES: &[&str] =
+    &["namespaces", "trim", "qos", "arbitration", "claims", "power-fail", "erase", "firmware", "dual-port", "hot-plug"];
 const CLEAN_PROFILES: &[&str] = &["enterprise-1.4", "enterprise-1.2a"];
 
 fn suite(name: &str) -> LoadedSuite {

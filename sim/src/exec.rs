@@ -169,6 +169,11 @@ pub trait CommandSet {
         true
     }
 
+    /// The PCIe link of controller `cntlid`'s port went down (`up` false) or came back.
+    /// A compliant subsystem goes on serving its other ports unchanged (§2.4.1); only a
+    /// quirk looks at this.
+    fn port_link(&mut self, _cntlid: u16, _up: bool) {}
+
     /// The power went: what was not durable is lost (random choices drawn from `seed`).
     fn power_cut(&mut self, _seed: u64) {}
 

@@ -146,6 +146,9 @@ pub struct SimTransport {
     bar0_size: u64,
     /// Between a power cut and power-on.
     off: bool,
+    /// The port's link is down ([`Transport::set_link`]): the function is gone from the
+    /// host's view; the subsystem behind it runs on for the other ports.
+    link_down: bool,
 }
 
 impl SimTransport {
@@ -182,7 +185,7 @@ impl SimTransport {
         let bar0_size = config.bar0_size();
         let name = format!("sim:{}", config.name);
         let controller = Controller::with_clock(config, command_set, clock);
-        SimTransport { name, config_space, controller, dma, bar0_size, off: false }
+        SimTransport { name, config_space, controller, dma, bar0_size, off: false, link_down: false }
     }
 
     /// The subsystem's clock.
@@ -262,6 +265,11 @@ impl SimTransport {
         Ok(())
     }
 
+    /// Powered off, or the port's link down: accesses reach no function.
+    fn unreachable(&self) -> bool {
+        self.off || self.link_down
+    }
+
     fn memory_space_enabled(&self) -> bool {
         self.config_space.read(cfg::COMMAND) & COMMAND_MEMORY_SPACE != 0
     }
@@ -282,7 +290,7 @@ impl Transport for SimTransport {
 
     fn config_read32(&mut self, offset: u16) -> Result<u32, TransportError> {
         let at = Self::config_offset(offset)?;
-        if self.off {
+        if self.unreachable() {
             return Ok(u32::MAX);
         }
         Ok(self.config_space.read(at))
@@ -290,7 +298,7 @@ impl Transport for SimTransport {
 
     fn config_write32(&mut self, offset: u16, value: u32) -> Result<(), TransportError> {
         let at = Self::config_offset(offset)?;
-        if self.off {
+        if self.unreachable() {
             return Ok(());
         }
         if at == cfg::PCIE_DEVICE_CONTROL && value & DEVICE_CONTROL_INITIATE_FLR != 0 {
@@ -308,7 +316,11 @@ impl Transport for SimTransport {
     fn mmio_read32(&mut self, offset: u64) -> Result<u32, TransportError> {
         self.bar0_offset(offset)?;
         self.controller.catch_up(&self.dma);
-        if self.off || !self.memory_space_enabled() {
+        if self.off && self.controller.config().quirks.has(Quirk::RemovedFunctionAnswers) {
+            // Quirk `removed-function-answers`: powered off, the registers still answer.
+            return Ok(self.controller.mmio_read(offset));
+        }
+        if self.unreachable() || !self.memory_space_enabled() {
             return Ok(u32::MAX);
         }
         Ok(self.controller.mmio_read(offset))
@@ -317,7 +329,7 @@ impl Transport for SimTransport {
     fn mmio_write32(&mut self, offset: u64, value: u32) -> Result<(), TransportError> {
         self.bar0_offset(offset)?;
         self.controller.catch_up(&self.dma);
-        if !self.off && self.memory_space_enabled() {
+        if !self.unreachable() && self.memory_space_enabled() {
             self.controller.mmio_write(offset, value, &self.dma);
         }
         Ok(())
@@ -325,6 +337,33 @@ impl Transport for SimTransport {
 
     fn dma(&self) -> &DmaRegion {
         &self.dma
+    }
+
+    /// The port's link: down, the controller loses its queues and everything in flight
+    /// (commands it fetched may have taken effect; their completions never arrive) and
+    /// the function stops answering; up, it enumerates afresh, configuration space at its
+    /// reset values. The subsystem (namespaces, data, the other ports) is untouched.
+    fn has_link_switch(&self) -> bool {
+        true
+    }
+
+    fn set_link(&mut self, up: bool) -> Result<(), TransportError> {
+        match (up, self.link_down) {
+            (false, false) => {
+                self.controller.catch_up(&self.dma);
+                self.controller.reset_registers();
+                self.controller.set_bus_master(false, &self.dma);
+                self.controller.port_link(false);
+                self.link_down = true;
+            }
+            (true, true) => {
+                self.link_down = false;
+                self.config_space = ConfigSpace::new(self.controller.config());
+                self.controller.port_link(true);
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Simulated time in ns since the drive was built, shared by the subsystem's ports.

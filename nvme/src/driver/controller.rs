@@ -110,6 +110,9 @@ pub struct Controller {
     /// How long a bring-up waits for CSTS.RDY beyond CAP.TO (after power-on, so that a
     /// late drive is measured rather than given up on).
     ready_grace: Duration,
+    /// The other controllers of the NVM subsystem brought up beside this one (the other
+    /// ports of a multi-port drive), each with its own queues and host memory.
+    ports: Vec<Controller>,
 }
 
 /// What a power-on took, on the target's clock.
@@ -159,9 +162,16 @@ impl Controller {
             state: State::Disabled,
             last_ready_ns: None,
             ready_grace: Duration::ZERO,
+            ports: Vec::new(),
         };
         ctrl.enable()?;
         Ok(ctrl)
+    }
+
+    /// Adds another controller of the same NVM subsystem (a port), brought up already:
+    /// [`Device::port`] reaches it. It is shut down with this one.
+    pub fn add_port(&mut self, port: Controller) {
+        self.ports.push(port);
     }
 
     pub fn options(&self) -> &Options {
@@ -595,15 +605,49 @@ impl Controller {
     }
 
     /// Cuts the drive's power now, whatever is in flight: every queue is forgotten (its
-    /// commands never complete). `seed` draws what a simulated drive loses.
+    /// commands never complete), on every port. `seed` draws what a simulated drive loses.
     pub fn power_off(&mut self, seed: u64) -> Result<(), DeviceError> {
+        self.cut_power(seed)?;
+        self.lost();
+        for port in &mut self.ports {
+            port.lost();
+        }
+        Ok(())
+    }
+
+    /// The drive pulled from its slot now (surprise removal): its power goes, and with it
+    /// the link of every port. The driver is not told: what it has queued stays until it
+    /// finds the controller gone ([`DeviceError::Removed`]) and is told ([`Self::lost`]).
+    /// Only where the function can leave the bus as a pulled drive's does (its reads
+    /// then return all ones): a target whose power switch ends the machine cannot.
+    pub fn pull_drive(&mut self, seed: u64) -> Result<(), DeviceError> {
+        if !self.transport.has_link_switch() || self.transport.power().is_none() {
+            return Err(DeviceError::Unsupported(
+                "the target cannot pull the drive from its slot (its function cannot leave the bus)".into(),
+            ));
+        }
+        self.cut_power(seed)
+    }
+
+    /// The drive's power off, and the link of every other port down with it.
+    fn cut_power(&mut self, seed: u64) -> Result<(), DeviceError> {
         let Some(switch) = self.transport.power() else {
             return Err(DeviceError::Unsupported("the target has no power switch".into()));
         };
         switch.off(seed)?;
+        for port in &mut self.ports {
+            if port.transport.has_link_switch() {
+                port.transport.set_link(false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The controller is gone (its power or its link): every queue is forgotten, none
+    /// deleted, until it is brought up again.
+    pub fn lost(&mut self) {
         self.state = State::Disabled;
         self.forget_queues();
-        Ok(())
     }
 
     /// Deletes the I/O queues, shuts the controller down normally (CC.SHN = 01b) and
@@ -611,6 +655,11 @@ impl Controller {
     pub fn shutdown_then_power_off(&mut self, seed: u64) -> Result<Shutdown, DeviceError> {
         if self.transport.power().is_none() {
             return Err(DeviceError::Unsupported("the target has no power switch".into()));
+        }
+        // Every port's controller is shut down with the drive; what this one reports is
+        // the verdict (a port's failure shows when it is brought up again).
+        for port in &mut self.ports {
+            let _ = port.shutdown();
         }
         let start = self.transport.now_ns();
         let complete = match self.shutdown() {
@@ -636,6 +685,12 @@ impl Controller {
         self.ready_grace = Duration::ZERO;
         result?;
         let ready_ns = self.last_ready_ns.unwrap_or(0);
+        // The other ports' links come up with the power.
+        for port in &mut self.ports {
+            if port.transport.has_link_switch() {
+                Device::set_link(port, true)?;
+            }
+        }
         Ok(PowerOn {
             ready_ns: Some(ready_ns),
             since_power_on_ns: self.transport.now_ns().saturating_sub(on_at),
@@ -791,6 +846,30 @@ impl Device for Controller {
 
     fn select_arbitration(&mut self, mechanism: ArbitrationMechanism) -> Result<(), DeviceError> {
         self.set_arbitration(mechanism)
+    }
+
+    fn set_link(&mut self, up: bool) -> Result<Option<u64>, DeviceError> {
+        if !self.transport.has_link_switch() {
+            return Err(DeviceError::Unsupported("the target cannot take a port's link down".into()));
+        }
+        // Down, the driver is not told: it finds out as a host does, from its commands
+        // (CSTS reading all ones). Up, the function enumerates afresh and is brought up.
+        self.transport.set_link(up)?;
+        if !up {
+            return Ok(None);
+        }
+        self.state = State::Disabled;
+        self.forget_queues();
+        self.enable()?;
+        Ok(self.last_ready_ns)
+    }
+
+    fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+
+    fn port(&mut self, index: usize) -> Option<&mut dyn Device> {
+        self.ports.get_mut(index).map(|p| p as &mut dyn Device)
     }
 }
 

@@ -241,6 +241,8 @@ pub(crate) struct QueuePair {
     commands_outstanding: usize,
     /// Completions that matched no outstanding command (wrong SQID, unknown or free CID).
     pub unexpected: Vec<Completion>,
+    /// When CSTS was last read for a workload's [`IoQueuePair::expired`] (transport clock, ns).
+    status_checked_ns: u64,
 }
 
 impl QueuePair {
@@ -315,6 +317,7 @@ impl QueuePair {
             aers_outstanding: 0,
             commands_outstanding: 0,
             unexpected: Vec::new(),
+            status_checked_ns: 0,
         })
     }
 
@@ -543,6 +546,26 @@ impl QueuePair {
         Some(cid as u16)
     }
 
+    /// The in-flight command submitted first (not an AER).
+    fn oldest_in_flight(&self) -> Option<u16> {
+        let in_flight = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state == SlotState::InFlight && s.kind == SlotKind::Command);
+        in_flight.min_by_key(|(_, s)| s.submitted).map(|(cid, _)| cid as u16)
+    }
+
+    /// Gives up on every in-flight command (the controller is gone).
+    fn abandon_all(&mut self) {
+        for cid in 0..self.slots.len() {
+            let slot = &self.slots[cid];
+            if slot.state == SlotState::InFlight && slot.kind == SlotKind::Command {
+                self.abandon(cid as u16);
+            }
+        }
+    }
+
     /// Gives up on an in-flight command: it no longer counts as outstanding, and its slot
     /// is freed only when (if) the controller completes it.
     fn abandon(&mut self, cid: u16) {
@@ -729,7 +752,8 @@ impl IoQueuePair<'_> {
     }
 
     /// Hands completions to `f` until at least `n` have been handed over. Fails with
-    /// [`DeviceError::Timeout`] naming the first command found past its deadline.
+    /// [`DeviceError::Timeout`] naming the first command found past its deadline, or as
+    /// [`Self::expired`] says when the controller is gone.
     pub fn wait(&mut self, n: usize, mut f: impl FnMut(Reaped<'_>)) -> Result<usize, DeviceError> {
         let outstanding = self.queue.outstanding();
         if n > outstanding {
@@ -747,9 +771,8 @@ impl IoQueuePair<'_> {
                 return Ok(done);
             }
             if got == 0 {
-                let now = self.transport.now_ns();
-                if let Some(cid) = self.queue.expire(self.timeout, now) {
-                    return Err(self.queue.timeout_error(cid, self.timeout));
+                if let Some(e) = self.expired() {
+                    return Err(e);
                 }
                 waiter.idle(self.transport)?;
             }
@@ -757,11 +780,46 @@ impl IoQueuePair<'_> {
     }
 
     /// The first in-flight command past the command timeout, given up on, as the error
-    /// naming it; `None` when every command is within its time.
+    /// naming it; or, when commands are in flight and CSTS (read at most every
+    /// [`CFS_CHECK_EVERY`]) says the controller is gone or hit a fatal error, that error,
+    /// every in-flight command given up on. `None` when every command is within its time.
     pub fn expired(&mut self) -> Option<DeviceError> {
         let now = self.transport.now_ns();
-        let cid = self.queue.expire(self.timeout, now)?;
-        Some(self.queue.timeout_error(cid, self.timeout))
+        if let Some(cid) = self.queue.expire(self.timeout, now) {
+            return Some(self.queue.timeout_error(cid, self.timeout));
+        }
+        if now.saturating_sub(self.queue.status_checked_ns) < CFS_CHECK_EVERY.as_nanos() as u64 {
+            return None;
+        }
+        let oldest = self.queue.oldest_in_flight()?;
+        self.queue.status_checked_ns = now;
+        let elapsed = Duration::from_nanos(now.saturating_sub(self.queue.slots[oldest as usize].submitted));
+        match self.controller_stopped(oldest, elapsed) {
+            Ok(Some(e)) => {
+                self.queue.abandon_all();
+                Some(e)
+            }
+            Ok(None) => None,
+            Err(e) => Some(e),
+        }
+    }
+
+    /// Whether CSTS says the controller will complete nothing more: it reads all ones
+    /// (gone) or sets CFS. Then command `cid` is given up on and the error names it.
+    fn controller_stopped(&mut self, cid: u16, elapsed: Duration) -> Result<Option<DeviceError>, DeviceError> {
+        let raw = self.transport.mmio_read32(offset::CSTS)?;
+        let after_ms = elapsed.as_millis() as u64;
+        let error = match raw {
+            u32::MAX => DeviceError::Removed { what: self.queue.describe_command(cid), after_ms },
+            raw if Csts::from_bits(raw).cfs() => {
+                DeviceError::ControllerFatal { what: self.queue.describe_command(cid), after_ms }
+            }
+            _ => return Ok(None),
+        };
+        if self.queue.slots[cid as usize].state == SlotState::InFlight {
+            self.queue.abandon(cid);
+        }
+        Ok(Some(error))
     }
 
     /// Sends one command and waits (bounded) for its completion; data the controller
@@ -835,15 +893,13 @@ impl IoQueuePair<'_> {
                 self.queue.abandon(cid);
                 return Err(self.queue.timeout_error(cid, self.timeout));
             }
-            // A controller that hit a fatal error says so in CSTS.CFS and completes nothing:
-            // looked at now and then rather than waiting out the whole timeout.
+            // A controller that hit a fatal error says so in CSTS.CFS, and one that is gone
+            // reads all ones; neither completes anything: looked at now and then rather than
+            // waiting out the whole timeout.
             if elapsed > next_status_check {
                 next_status_check = elapsed + CFS_CHECK_EVERY;
-                let csts = Csts::from_bits(self.transport.mmio_read32(offset::CSTS)?);
-                if csts.cfs() {
-                    self.queue.abandon(cid);
-                    let what = self.queue.describe_command(cid);
-                    return Err(DeviceError::ControllerFatal { what, after_ms: elapsed.as_millis() as u64 });
+                if let Some(e) = self.controller_stopped(cid, elapsed)? {
+                    return Err(e);
                 }
             }
             waiter.idle(self.transport)?;

@@ -123,6 +123,15 @@ impl QueuedIo for QueueSet<'_> {
         self.delete_all()
     }
 
+    fn set_port_link(&mut self, port: usize, up: bool) -> Result<Option<u64>, DeviceError> {
+        use crate::device::Device;
+        let count = self.controller.port_count();
+        let Some(other) = self.controller.port(port) else {
+            return Err(DeviceError::Driver(format!("port {} is not there: {count} other ports", port + 2)));
+        };
+        other.set_link(up)
+    }
+
     fn admin(&mut self, cmd: Command, data: Data<'_>) -> Result<Completion, DeviceError> {
         // The controller's own admin queue: the workload's I/O queues are not touched.
         crate::device::Device::admin(&mut *self.controller, cmd, data)
@@ -133,6 +142,16 @@ impl QueuedIo for QueueSet<'_> {
         self.closed = true;
         self.qids.clear();
         self.controller.power_off(seed)
+    }
+
+    fn pull_drive(&mut self, seed: u64) -> Result<(), DeviceError> {
+        self.controller.pull_drive(seed)
+    }
+
+    fn abandon(mut self: Box<Self>) {
+        self.closed = true;
+        self.qids.clear();
+        self.controller.lost();
     }
 }
 

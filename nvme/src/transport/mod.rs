@@ -82,6 +82,22 @@ pub trait Transport: Send {
         false
     }
 
+    /// Takes this function's link down (`up` false) or brings it back, when the target
+    /// can: a port of a multi-port drive failing while the drive, and its other ports,
+    /// run on. While the link is down the function does not answer (configuration space
+    /// and BAR0 read all ones, writes are lost) and completes nothing; when it comes back
+    /// it enumerates afresh (configuration space at its reset values, the controller
+    /// disabled, its queues gone). The default: the target cannot.
+    fn set_link(&mut self, up: bool) -> Result<(), TransportError> {
+        let _ = up;
+        Err(TransportError::Other("this target cannot take a port's link down".into()))
+    }
+
+    /// Whether [`Self::set_link`] works here.
+    fn has_link_switch(&self) -> bool {
+        false
+    }
+
     /// The drive's power switch, when the target has one (the simulated drive; QEMU, by
     /// killing and restarting it; a rig on a hardware runner).
     fn power(&mut self) -> Option<&mut dyn PowerSwitch> {

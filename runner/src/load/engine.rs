@@ -37,6 +37,9 @@ use crate::data::{fill_blocks, BlockSize, BlockTag, HostMap, Segment};
 const KEPT: usize = 8;
 /// How often (loop turns) the cancel callback is asked.
 const CANCEL_EVERY: u32 = 256;
+/// After the drive was removed, how far the engine lets the target's clock run between
+/// polls (the driver reads CSTS every 100 ms of it).
+const REMOVAL_LOOK_NS: u64 = 10_000_000;
 
 /// When the engine stops before the jobs end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +105,9 @@ pub struct Outcome {
     pub longest: Option<Longest>,
     /// When the [`During`] action ran: from and to, after the start on the target's clock.
     pub during_ns: Option<(u64, u64)>,
+    /// After a [`During`] action that removed the drive: from its end to the driver
+    /// finding the controller gone, on the target's clock.
+    pub removal_seen_ns: Option<u64>,
 }
 
 /// The command that took longest, from its batch's doorbell to its completion.
@@ -120,6 +126,11 @@ pub struct Longest {
 pub struct During<'a> {
     pub after_ns: u64,
     pub action: &'a mut dyn FnMut(&mut dyn QueuedIo) -> Result<(), EngineError>,
+    /// The action takes the drive away ([`QueuedIo::pull_drive`]): nothing more is
+    /// submitted, and the run ends when the driver finds the controller gone
+    /// ([`DeviceError::Removed`]), the commands then in flight reported as at a stop
+    /// ([`Outcome::in_flight_at_stop`]) and the time it took in [`Outcome::removal_seen_ns`].
+    pub removes_drive: bool,
 }
 
 /// Why the engine could not run the workload to an outcome.
@@ -207,7 +218,11 @@ fn overlap(a: (u32, u64, u64), b: (u32, u64, u64)) -> Option<(u64, u64)> {
     }
     let first = a.1.max(b.1);
     let end = (a.1 + a.2).min(b.1 + b.2);
-    (first < end).then_some((first, end - first))
+    if first < end {
+        Some((first, end - first))
+    } else {
+        None
+    }
 }
 
 /// Per-operation tallies of one job.
@@ -281,6 +296,8 @@ pub fn run_during(
     let start = io.now_ns();
     let mut run = Run::new(io, work, map, start);
     let mut turns = 0u32;
+    // When the drive was taken away (a [`During`] action that removes it).
+    let mut removed_at: Option<u64> = None;
     let result = loop {
         let now = io.now_ns();
         if let Stop::At(after) = stop {
@@ -295,15 +312,21 @@ pub fn run_during(
                 break Err(EngineError::Cancelled(reason));
             }
         }
-        if let Err(e) = run.submit_due(io, now, journal) {
-            break Err(e);
+        if removed_at.is_none() {
+            if let Err(e) = run.submit_due(io, now, journal) {
+                break Err(e);
+            }
         }
         if let Some(d) = during.take_if(|d| now >= start.saturating_add(d.after_ns)) {
             let from = io.now_ns();
             if let Err(e) = (d.action)(io) {
                 break Err(e);
             }
-            run.outcome.during_ns = Some((from - start, io.now_ns() - start));
+            let to = io.now_ns();
+            run.outcome.during_ns = Some((from - start, to - start));
+            if d.removes_drive {
+                removed_at = Some(to);
+            }
         }
         let now = io.now_ns();
         let mut reaped = 0;
@@ -322,8 +345,14 @@ pub fn run_during(
                 break;
             }
         }
-        if let Some(e) = failed {
-            break Err(e.into());
+        match (failed, removed_at) {
+            (Some(DeviceError::Removed { .. }), Some(at)) => {
+                run.outcome.stopped_early = true;
+                run.outcome.removal_seen_ns = Some(io.now_ns().saturating_sub(at));
+                break Ok(());
+            }
+            (Some(e), _) => break Err(e.into()),
+            (None, _) => {}
         }
         if reaped > 0 && run.completed / 4096 != (run.completed - reaped as u64) / 4096 {
             progress(Progress { elapsed_ns: now - start, completed: run.completed });
@@ -339,6 +368,10 @@ pub fn run_during(
             }
             if let Some(d) = &during {
                 deadline = deadline.min(start.saturating_add(d.after_ns));
+            }
+            if removed_at.is_some() {
+                // Nothing will complete: the driver's look at CSTS is what ends the run.
+                deadline = deadline.min(now.saturating_add(REMOVAL_LOOK_NS));
             }
             if let Err(e) = io.idle_until(deadline) {
                 break Err(e.into());
@@ -438,6 +471,7 @@ impl<'m> Run<'m> {
                 blocks_judged: 0,
                 longest: None,
                 during_ns: None,
+                removal_seen_ns: None,
             },
             completed: 0,
             start,
@@ -967,7 +1001,7 @@ mod tests {
             seen.push((io.now_ns(), io.outstanding(0)));
             Ok(())
         };
-        let during = During { after_ns: 2_000_000, action: &mut action };
+        let during = During { after_ns: 2_000_000, action: &mut action, removes_drive: false };
         let out = run_during(
             &mut io,
             &work,

@@ -88,7 +88,7 @@ pub(super) fn commit_under_load(
         status = Some(c.status());
         Ok(())
     };
-    let during = During { after_ns: load.commit_after_ns, action: &mut commit };
+    let during = During { after_ns: load.commit_after_ns, action: &mut commit, removes_drive: false };
     let mut map = std::mem::take(&mut ctx.map);
     let result = workload::run_during(ctx, &load.work, &load.specs, &mut map, ctx.deadline, Stop::AtEnd, Some(during));
     ctx.map = map;

@@ -14,6 +14,8 @@
 //! - [`erase`]: Format NVM with a Secure Erase Setting, and Sanitize: erased data judged.
 //! - [`firmware`]: Firmware Image Download and Commit, the slot log and the running revision.
 //! - [`readback`]: after each namespace change, the lists and Identify data that must show it.
+//! - [`ports`]: the other controllers of a multi-port drive: which one the commands go
+//!   through, their identity, private namespaces; [`port_outage`]: one going down under load.
 
 pub mod arbitration;
 pub mod checks;
@@ -27,6 +29,8 @@ mod firmware_load;
 pub mod io;
 pub mod layout;
 pub mod namespaces;
+pub mod port_outage;
+pub mod ports;
 pub mod power_fail;
 mod readback;
 mod resolve;
@@ -110,6 +114,9 @@ pub struct CaseContext<'a> {
     pub firmware: Option<std::sync::Arc<firmware::VendorImage>>,
     /// The last command sent: on the admin queue (`true`) or an I/O queue, and its opcode.
     last_command: Option<(bool, u8)>,
+    /// The port the case's commands go through ([`ports`]): 0 the controller nvtest
+    /// opened, n the n-th other controller of its NVM subsystem ([`Device::port`]).
+    pub port: usize,
 }
 
 impl<'a> CaseContext<'a> {
@@ -133,6 +140,20 @@ impl<'a> CaseContext<'a> {
             case_name: String::new(),
             journal: None,
             firmware: None,
+            port: 0,
+        }
+    }
+
+    /// The controller the case's commands go to: the one of the port in use.
+    pub fn target(&mut self) -> StepResult<&mut dyn Device> {
+        let n = self.port;
+        if n > self.device.port_count() {
+            let reached = ports::reached(&*self.device);
+            return Err(StepError::Error(format!("port {} is not there: the target brought up {reached}", n + 1)));
+        }
+        match n {
+            0 => Ok(&mut *self.device),
+            n => self.device.port(n - 1).ok_or_else(|| StepError::Error(format!("port {} is not there", n + 1))),
         }
     }
 
@@ -152,7 +173,7 @@ impl<'a> CaseContext<'a> {
     pub fn admin(&mut self, what: &str, cmd: Command, data: Data<'_>) -> StepResult<Completion> {
         self.within_deadline(what)?;
         self.last_command = Some((true, cmd.opcode));
-        let result = self.device.admin(cmd, data);
+        let result = self.target()?.admin(cmd, data);
         self.log_completion(what, &result);
         self.completed(what, result)
     }
@@ -192,7 +213,7 @@ impl<'a> CaseContext<'a> {
         self.within_deadline(what)?;
         let qid = self.io_queue()?;
         self.last_command = Some((false, cmd.opcode));
-        let result = self.device.io(qid, cmd, data, metadata);
+        let result = self.target()?.io(qid, cmd, data, metadata);
         self.log_completion(what, &result);
         self.completed(what, result)
     }
@@ -206,6 +227,12 @@ impl<'a> CaseContext<'a> {
     }
 
     fn log_completion(&mut self, what: &str, result: &Result<Completion, DeviceError>) {
+        // Commands through another port than the first say which.
+        let on = match self.port {
+            0 => String::new(),
+            n => format!("[port {}] ", n + 1),
+        };
+        let what = format!("{on}{what}");
         let line = match result {
             Ok(c) if c.status().is_success() => format!("{what} -> Successful Completion, DW0 {:#x}", c.dw0),
             Ok(c) => format!("{what} -> {}", c.status()),
@@ -318,10 +345,13 @@ fn describe_expected(wanted: &[Status]) -> String {
 /// Runs one step.
 pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
     match step {
-        Step::UseNamespaces { count, lbads, blocks, create } => {
-            namespaces::use_namespaces(ctx, count, lbads, blocks, *create)
+        Step::UseNamespaces { count, lbads, blocks, create, shared } => {
+            namespaces::use_namespaces(ctx, count, lbads, blocks, *create, *shared)
         }
         Step::DeleteAllNamespaces {} => namespaces::delete_all(ctx),
+        Step::Port { number } => ports::select(ctx, *number),
+        Step::PrivateNamespace {} => ports::private_namespace(ctx),
+        Step::PortOutage(o) => port_outage::port_outage(ctx, o),
         Step::ExistingNamespaces {} => namespaces::existing_namespaces(ctx),
         Step::ControllerReset {} => {
             let result = ctx.device.controller_reset();

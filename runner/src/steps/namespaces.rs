@@ -10,6 +10,7 @@ use nvme::spec::namespace::{
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::facts::format_settings;
+use super::ports;
 use super::readback;
 use super::resolve::{self, param, NsTarget};
 use super::{CaseContext, StepError, StepResult};
@@ -46,7 +47,13 @@ pub fn use_namespaces(
     lbads: &[Param<u32>],
     blocks: &Param<u64>,
     create: bool,
+    shared: bool,
 ) -> StepResult {
+    // The controllers the namespaces are attached to: this one, or every port.
+    let attach_to = match shared {
+        true => ports::cntlids(ctx, "a namespace shared by two controllers")?,
+        false => vec![ctx.facts.cntlid],
+    };
     let count = param(count)? as usize;
     let sizes = lbads.iter().map(param).collect::<StepResult<Vec<u32>>>()?;
     if sizes.is_empty() {
@@ -60,9 +67,9 @@ pub fn use_namespaces(
         for i in 0..count {
             let size = sizes[i % sizes.len()] as u64;
             let index = format_index(ctx, size)?;
-            let nsid = create_checked(ctx, index, blocks, size)?;
-            let what = format!("Namespace Attachment attach NSID {nsid} to CNTLID {}", ctx.facts.cntlid);
-            let c = send_attachment(ctx, &what, nsid, true)?;
+            let nsid = create_checked(ctx, index, blocks, size, Nmic::new().with_shared(shared))?;
+            let what = format!("Namespace Attachment attach NSID {nsid} to CNTLIDs {attach_to:?}");
+            let c = send_attachment_to(ctx, &what, nsid, true, &attach_to)?;
             setup_success(ctx, Setup::Attach, &what, &c)?;
             readback::after_attachment(ctx, &what, nsid, true)?;
             let i = ctx.set.len() - 1;
@@ -79,10 +86,16 @@ pub fn use_namespaces(
     if ctx.facts.namespace_management() {
         reattach_detached(ctx)?;
     }
-    let active = resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?;
+    let active = match shared {
+        true => ports::active_on_every_port(ctx)?,
+        false => resolve::namespace_list(ctx, Cns::ActiveNamespaceList)?,
+    };
     let mut candidates = Vec::new();
     for nsid in active {
         let ns = restore_format(ctx, nsid)?;
+        if shared && !ns.nmic.shared() {
+            continue;
+        }
         candidates.push(Candidate::of(nsid, &ns));
     }
     let looked_at = candidates.iter().map(Candidate::describe).collect::<Vec<_>>();
@@ -102,14 +115,16 @@ pub fn use_namespaces(
             .or_else(|| candidates.iter().position(fits));
         let Some(pos) = pos else {
             return Err(StepError::Skip(format!(
-                "namespaces cannot be created here ({}) and too few active namespaces have {size}-byte LBAs and at \
+                "namespaces cannot be created here ({}) and too few {}namespaces have {size}-byte LBAs and at \
                  least {blocks} blocks (the case needs {count} namespaces of sizes {sizes:?}, each holding the blocks its \
-                 steps address); active namespaces: {}",
+                 steps address); {}namespaces: {}",
                 if ctx.facts.namespace_management() {
                     "OACS bit 3 is set, but the Commands Supported and Effects log does not support opcode 0Dh"
                 } else {
                     "OACS bit 3 (Namespace Management) is 0"
                 },
+                if shared { "shared (NMIC bit 0) " } else { "active " },
+                if shared { "shared namespaces active on every port: " } else { "active " },
                 if looked_at.is_empty() { "none".to_string() } else { looked_at.join(", ") }
             )));
         };
@@ -274,7 +289,7 @@ pub fn create(
         Blocks::Named(BlocksName::MoreThanRemaining) => unallocated_blocks(ctx, size)? + 1,
         other => resolve::blocks(other, 0)?,
     };
-    let (what, c) = send_create(ctx, index, nsze)?;
+    let (what, c) = send_create(ctx, index, nsze, Nmic::new())?;
     ctx.expect(&what, &c, expect)?;
     if c.status().is_success() {
         let nsid = created_nsid(&c);
@@ -291,7 +306,7 @@ pub fn create_until_full(ctx: &mut CaseContext<'_>, lbads: &Param<u32>, blocks: 
     let index = format_index(ctx, size)?;
     let allocated = resolve::namespace_list(ctx, Cns::AllocatedNamespaceList)?.len() as u32;
     for _ in allocated..ctx.facts.nn {
-        let nsid = create_checked(ctx, index, blocks, size)?;
+        let nsid = create_checked(ctx, index, blocks, size, Nmic::new())?;
         let what = format!("Namespace Attachment attach NSID {nsid}");
         let c = send_attachment(ctx, &what, nsid, true)?;
         setup_success(ctx, Setup::Attach, &what, &c)?;
@@ -445,16 +460,22 @@ fn unallocated_blocks(ctx: &mut CaseContext<'_>, block_size: u64) -> StepResult<
     Ok((ctrl.unvmcap() / block_size as u128).min(u64::MAX as u128 - 1) as u64)
 }
 
-fn send_create(ctx: &mut CaseContext<'_>, index: u8, nsze: u64) -> StepResult<(String, nvme::spec::Completion)> {
-    let data = IdentifyNamespace::for_create(nsze, nsze, Flbas::new().with_format(index), Dps::new(), Nmic::new());
-    let what = format!("Namespace Management create NSZE=NCAP={nsze} FLBAS {index}");
+fn send_create(
+    ctx: &mut CaseContext<'_>,
+    index: u8,
+    nsze: u64,
+    nmic: Nmic,
+) -> StepResult<(String, nvme::spec::Completion)> {
+    let data = IdentifyNamespace::for_create(nsze, nsze, Flbas::new().with_format(index), Dps::new(), nmic);
+    let shared = if nmic.shared() { " NMIC 1 (shared)" } else { "" };
+    let what = format!("Namespace Management create NSZE=NCAP={nsze} FLBAS {index}{shared}");
     let c = ctx.admin(&what, namespace_create(), Data::ToDevice(data.as_bytes()))?;
     Ok((what, c))
 }
 
 /// Creates a namespace the case depends on: any error fails the setup rule.
-fn create_checked(ctx: &mut CaseContext<'_>, index: u8, nsze: u64, size: u64) -> StepResult<u32> {
-    let (what, c) = send_create(ctx, index, nsze)?;
+fn create_checked(ctx: &mut CaseContext<'_>, index: u8, nsze: u64, size: u64, nmic: Nmic) -> StepResult<u32> {
+    let (what, c) = send_create(ctx, index, nsze, nmic)?;
     setup_success(ctx, Setup::Create, &what, &c)?;
     let nsid = created_nsid(&c);
     if nsid == 0 || nsid > ctx.facts.nn {
@@ -494,7 +515,19 @@ fn send_attachment(
     nsid: u32,
     attach: bool,
 ) -> StepResult<nvme::spec::Completion> {
-    let list = ControllerList::from_ids(&[ctx.facts.cntlid]).map_err(|e| StepError::Error(e.to_string()))?;
+    let cntlid = ctx.facts.cntlid;
+    send_attachment_to(ctx, what, nsid, attach, &[cntlid])
+}
+
+/// Namespace Attachment of `nsid` naming the controllers `cntlids`.
+pub(crate) fn send_attachment_to(
+    ctx: &mut CaseContext<'_>,
+    what: &str,
+    nsid: u32,
+    attach: bool,
+    cntlids: &[u16],
+) -> StepResult<nvme::spec::Completion> {
+    let list = ControllerList::from_ids(cntlids).map_err(|e| StepError::Error(e.to_string()))?;
     let cmd = if attach { namespace_attach(nsid) } else { namespace_detach(nsid) };
     ctx.admin(what, cmd, Data::ToDevice(list.as_bytes()))
 }

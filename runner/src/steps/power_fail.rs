@@ -8,13 +8,21 @@
 //! - a normal shutdown reported complete (CSTS.SHST = 10b, rule g);
 //! - every block of the jobs' ranges ([`crate::power::verify`]: rules a–d).
 //!
+//! With `removal` the power goes because the drive leaves its slot (hot-plug, issue 13):
+//! a surprise removal pulls it under load without telling the driver, which must find the
+//! controller gone (CSTS reading all ones) and end every outstanding command in an error
+//! within the command timeout (the time it took and the commands so ended are figures);
+//! an orderly removal shuts every controller down first. After each reinsertion the drive
+//! must be the same (SN, MN, SUBNQN, the namespaces' NGUID and EUI64) besides the rules
+//! above.
+//!
 //! The cycle's seed (and so its load, cut instant and a simulated drive's losses) comes
 //! from the case's seed: `--seed` replays a campaign.
 
 use std::time::{Duration, Instant};
 
 use nvme::device::{Data, DeviceError};
-use nvme::queued::{QueueSpec, Transfer};
+use nvme::queued::{QueueSpec, QueuedIo, Transfer};
 use nvme::spec::features::{get_features, set_features, FeatureId, Select, VolatileWriteCache};
 use nvme::spec::identify::{identify, Cns, IdentifyController, IdentifyNamespace};
 use nvme::spec::log::{get_log_page, LogPageId, SmartHealthLog};
@@ -26,14 +34,14 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use super::{CaseContext, StepError, StepResult};
 use crate::data::BlockSize;
-use crate::load::engine::{self, EngineError, Stop};
+use crate::load::engine::{self, During, EngineError, Stop};
 use crate::load::job::Draws;
 use crate::load::{Figure, JobFigures, Workload};
 use crate::power::journal_file::{write_floor, Both, FileJournal, Header, JournalRange, Record, FORMAT};
 use crate::power::verify::copied;
 use crate::power::{verify, Broken, Durable, Finding, Ledger, Range, Survival};
 use crate::rules;
-use crate::suite::model::{PowerFail, WriteCacheSetting};
+use crate::suite::model::{PowerFail, Removal, WriteCacheSetting};
 use crate::verdict::{Failure, Rule};
 
 /// How long a power-on waits for CSTS.RDY beyond CAP.TO, so that a late drive is
@@ -55,6 +63,11 @@ struct Tally {
     /// Power-on to the controller up (ready, queues or the kernel's device back).
     back_ns: Vec<u64>,
     media_ready_ns: Vec<u64>,
+    /// Surprise removal: from the drive pulled to the driver finding it gone.
+    removal_seen_ns: Vec<u64>,
+    /// Surprise removal: commands outstanding when it was found gone, each ended in an
+    /// error.
+    ended_in_error: Vec<u64>,
     survived: u64,
     rolled_back: u64,
     verify_wall: Duration,
@@ -91,6 +104,10 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
                 .into(),
         ));
     }
+    // An orderly removal is a normal shutdown, then the power gone with the drive; a
+    // surprise removal a cut the driver is not told of.
+    let shutdown = p.shutdown || p.removal == Some(Removal::Orderly);
+    let surprise = p.removal == Some(Removal::Surprise);
     let cap = read_cap(ctx);
     let ranges = ranges(ctx, &jobs, &id)?;
     let write_cache = p.write_cache.unwrap_or(WriteCacheSetting::AsFound);
@@ -100,7 +117,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             "the Linux driver shut the controller down normally when the function was removed (§7.6.2)".into(),
         )
     } else {
-        survival(ctx, &id, p.shutdown)?
+        survival(ctx, &id, shutdown)?
     };
     if cap.is_none() {
         ctx.log.push(
@@ -110,9 +127,14 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
         );
     }
     ctx.log.push(format!(
-        "power_fail: {cycles} cycles by {method:?}, cut within {} ms of the load's start{}; durable: {}",
+        "power_fail: {cycles} cycles by {}, cut within {} ms of the load's start{}; durable: {}",
+        match p.removal {
+            Some(Removal::Surprise) => "surprise removal (the drive pulled under load, the driver not told)".into(),
+            Some(Removal::Orderly) => "orderly removal (I/O stopped, every controller shut down, then pulled)".into(),
+            None => format!("{method:?}"),
+        },
         cut_within_ns / 1_000_000,
-        if p.shutdown { ", after a normal shutdown" } else { "" },
+        if shutdown { ", after a normal shutdown" } else { "" },
         match &survival {
             Survival::Flushed => "what FUA and Flush made durable".to_string(),
             Survival::Completed(why) => format!("every completed write ({why})"),
@@ -124,30 +146,35 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
     let bar = progress_bar(cycles);
     let ctx_seed = ctx.seed;
     let mut draws = Draws::new(ctx_seed ^ 0x706f_7765_725f_6661);
-    let mut journal = open_journal(ctx, &ranges, &survival, p.shutdown)?;
+    let mut journal = open_journal(ctx, &ranges, &survival, shutdown)?;
+    let before = identities(ctx, &ranges)?;
     let mut late: Option<Failure> = None;
     let result = (|| {
         establish_floor(ctx, &ranges, cap.as_ref(), &id, write_cache, &mut floor, ctx_seed)?;
         for cycle in 1..=cycles as u64 {
             let cycle_seed = draws.next_u64();
             let cut_at = 1 + Draws::new(cycle_seed).below(cut_within_ns);
-            let work = Workload { jobs: jobs.clone(), seed: cycle_seed, drain: p.shutdown };
+            let work = Workload { jobs: jobs.clone(), seed: cycle_seed, drain: shutdown || surprise };
             let mut map = floor.clone();
             let mut ledger = Ledger::default();
             let smart_before = smart(ctx)?;
-            let stop = if p.shutdown { Stop::AtEnd } else { Stop::At(cut_at) };
+            let stop = if shutdown || surprise { Stop::AtEnd } else { Stop::At(cut_at) };
             if let Some(j) = journal.as_mut() {
                 write_floor(j.path(), &floor).map_err(StepError::Error)?;
                 j.push(&Record::Cycle { cycle, seed: cycle_seed });
                 j.sync().map_err(StepError::Error)?;
             }
             let mut io = ctx.device.queued_io(&specs)?;
+            let mut pull = |io: &mut dyn QueuedIo| -> Result<(), EngineError> { Ok(io.pull_drive(cycle_seed)?) };
+            let during = surprise.then_some(During { after_ns: cut_at, action: &mut pull, removes_drive: true });
             let ran = match journal.as_mut() {
                 Some(file) => {
                     let mut both = Both(&mut ledger, file);
-                    engine::run(io.as_mut(), &work, &mut map, &mut both, stop, &|| None, &mut |_| {})
+                    engine::run_during(io.as_mut(), &work, &mut map, &mut both, stop, &|| None, &mut |_| {}, during)
                 }
-                None => engine::run(io.as_mut(), &work, &mut map, &mut ledger, stop, &|| None, &mut |_| {}),
+                None => {
+                    engine::run_during(io.as_mut(), &work, &mut map, &mut ledger, stop, &|| None, &mut |_| {}, during)
+                }
             };
             // What the journal knows reaches the file before the power goes.
             if let Some(j) = journal.as_mut() {
@@ -156,15 +183,38 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             let outcome = match ran {
                 Ok(o) => o,
                 Err(EngineError::Device(e)) => {
+                    if surprise && e.controller_stopped() {
+                        // Pulled, and the driver did not find the controller gone.
+                        io.abandon();
+                        let failure = removal_failure(ctx, &work, cycle, e);
+                        reinsert_after_failure(ctx);
+                        return Err(failure);
+                    }
                     drop(io);
                     return Err(engine_failure(ctx, &work, e));
                 }
                 Err(e) => return Err(StepError::Error(e.to_string())),
             };
             tally.in_flight.push(ledger.in_flight() as u64);
+            if surprise {
+                let Some(seen_ns) = outcome.removal_seen_ns else {
+                    drop(io);
+                    return Err(StepError::Error(format!(
+                        "cycle {cycle}: the load ended ({:.3} s) before the drive was due to be pulled {:.3} ms into \
+                         it: make its jobs longer",
+                        outcome.elapsed_ns as f64 / 1e9,
+                        cut_at as f64 / 1e6
+                    )));
+                };
+                tally.removal_seen_ns.push(seen_ns);
+                tally.ended_in_error.push(outcome.in_flight_at_stop.len() as u64);
+            }
             // Whatever is judged of the load or the shutdown, the drive is powered on again
             // before the case ends.
-            let judged = if p.shutdown {
+            let judged = if surprise {
+                io.abandon();
+                super::workload::verdict(ctx, &work, &outcome)
+            } else if shutdown {
                 io.close()?;
                 let mut judged = super::workload::verdict(ctx, &work, &outcome);
                 let shutdown = ctx.device.shutdown_then_power_off(cycle_seed)?;
@@ -188,6 +238,9 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             }
             let on = power_on(ctx, cycle, cap.as_ref())?;
             judged?;
+            if p.removal.is_some() {
+                same_drive(ctx, cycle, &before, &ranges)?;
+            }
             // A warning (a claim judged through the kernel) does not end the campaign.
             match judge_ready(ctx, cycle, &on, cap.as_ref()) {
                 Err(StepError::Warning(f)) => {
@@ -202,7 +255,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             set_write_cache(ctx, &id, write_cache)?;
             let smart_after = smart(ctx)?;
             if p.smart_counters && method == PowerMethod::Cut {
-                judge_counters(ctx, cycle, &smart_before, &smart_after, p.shutdown)?;
+                judge_counters(ctx, cycle, &smart_before, &smart_after, shutdown)?;
             }
             let started = Instant::now();
             let qid = io_queue(ctx)?;
@@ -231,7 +284,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
                 tally.bytes_judged as f64 / tally.verify_wall.as_secs_f64().max(1e-9) / 1e6
             ));
             if !verified.findings.is_empty() {
-                return Err(findings_failure(ctx, cycle, &ledger, &verified.findings, &survival, p.shutdown));
+                return Err(findings_failure(ctx, cycle, &ledger, &verified.findings, &survival, shutdown));
             }
             // Synced with the next cycle's first record, after the floor it begins from
             // is in place: a reader that lacks it judges this cycle again, against that
@@ -256,6 +309,90 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
         return remove_rescan_verdict(result, &tally);
     }
     result
+}
+
+/// What identifies the drive and the namespaces of the load, compared after every
+/// reinsertion.
+#[derive(PartialEq)]
+struct Identities {
+    sn: [u8; 20],
+    mn: [u8; 40],
+    subnqn: [u8; 256],
+    /// (NSID, NGUID, EUI64) of each namespace of the load.
+    namespaces: Vec<(u32, [u8; 16], [u8; 8])>,
+}
+
+fn identities(ctx: &mut CaseContext<'_>, ranges: &[Range]) -> StepResult<Identities> {
+    let id = identify_controller(ctx)?;
+    let mut namespaces = Vec::new();
+    for nsid in ranges.iter().map(|r| r.nsid) {
+        if namespaces.iter().any(|(n, _, _)| *n == nsid) {
+            continue;
+        }
+        let mut ns = IdentifyNamespace::new_zeroed();
+        let what = format!("Identify Namespace NSID {nsid}");
+        let c = ctx.admin(&what, identify(Cns::Namespace, nsid, 0), Data::FromDevice(ns.as_mut_bytes()))?;
+        ctx.require_success(&what, &c)?;
+        namespaces.push((nsid, ns.nguid, ns.eui64));
+    }
+    Ok(Identities { sn: id.sn, mn: id.mn, subnqn: id.subnqn, namespaces })
+}
+
+/// The drive reinserted is the drive pulled: the subsystem's and the namespaces'
+/// identifiers as before the campaign.
+fn same_drive(ctx: &mut CaseContext<'_>, cycle: u64, before: &Identities, ranges: &[Range]) -> StepResult {
+    let after = identities(ctx, ranges)?;
+    if after == *before {
+        return Ok(());
+    }
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim_end_matches([' ', '\0']).to_string();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let mut changed = Vec::new();
+    for (name, was, now) in [("SN", &before.sn[..], &after.sn[..]), ("MN", &before.mn, &after.mn)] {
+        if was != now {
+            changed.push(format!("{name} `{}` became `{}`", text(was), text(now)));
+        }
+    }
+    if before.subnqn != after.subnqn {
+        changed.push(format!("SUBNQN `{}` became `{}`", text(&before.subnqn), text(&after.subnqn)));
+    }
+    for ((nsid, nguid, eui64), (_, nguid2, eui642)) in before.namespaces.iter().zip(&after.namespaces) {
+        if nguid != nguid2 {
+            changed.push(format!("NSID {nsid} NGUID {} became {}", hex(nguid), hex(nguid2)));
+        }
+        if eui64 != eui642 {
+            changed.push(format!("NSID {nsid} EUI64 {} became {}", hex(eui64), hex(eui642)));
+        }
+    }
+    Err(ctx.fail_rule(
+        rules::same_drive_after_reinsertion(),
+        format!("cycle {cycle}: Identify Controller and Identify Namespace after the drive was reinserted"),
+        changed.join("; "),
+        "the identifiers the drive reported before it was pulled",
+    ))
+}
+
+/// A surprise removal the driver did not see: its commands ran into their timeout (the
+/// function still answering) or the transport broke.
+fn removal_failure(ctx: &mut CaseContext<'_>, work: &Workload, cycle: u64, e: DeviceError) -> StepError {
+    ctx.fail_rule(
+        rules::removed_drive_answers_nothing(),
+        format!(
+            "cycle {cycle}: the drive pulled from its slot under load ({}), the driver left to find out",
+            super::workload::describe(work)
+        ),
+        e.to_string(),
+        "CSTS reading all ones (the function gone) and every outstanding command ended in an error within the \
+         command timeout",
+    )
+}
+
+/// After a failed surprise removal, the drive back in its slot for the cases after.
+fn reinsert_after_failure(ctx: &mut CaseContext<'_>) {
+    if let Err(e) = ctx.device.power_on(READY_GRACE) {
+        ctx.controller_lost = true;
+        ctx.log.push(format!("reinserting the drive after the failed removal: {e}"));
+    }
 }
 
 /// What the rig's PCI remove/rescan fallback said: every verdict says the power was never
@@ -865,6 +1002,8 @@ fn record_figures(ctx: &mut CaseContext<'_>, t: &Tally) {
     spread("ready_ms", &t.ready_ns, 1e6, "ms");
     spread("power_on_to_up_ms", &t.back_ns, 1e6, "ms");
     spread("media_ready_ms", &t.media_ready_ns, 1e6, "ms");
+    spread("removal_found_ms", &t.removal_seen_ns, 1e6, "ms");
+    spread("commands_ended_by_removal", &t.ended_in_error, 1.0, "commands");
     ctx.figures.push(JobFigures {
         job: "power_fail".into(),
         window_ns: 0,

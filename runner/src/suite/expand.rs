@@ -156,6 +156,7 @@ mod tests {
                     lbads: vec![Param::Value(4096)],
                     blocks: Param::Value(65536),
                     create: false,
+                    shared: false,
                 },
                 Step::WriteZeroes {
                     ns: NsRef::Index(Param::Value(1)),

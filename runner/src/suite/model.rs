@@ -372,6 +372,10 @@ pub enum CheckName {
     AllocatedNamespaceList,
     /// Controller lists (CNS 12h attached, 13h all) contain this controller as expected.
     ControllerLists,
+    /// Every port the target reached is a controller of one NVM subsystem: the same
+    /// SUBNQN, VID, SN and MN, a CNTLID of its own, CMIC bit 1 set, and CNS 13h on each
+    /// listing every CNTLID.
+    PortIdentity,
     /// Every namespace of the set is in the Active Namespace ID list exactly when the set
     /// says it is attached: after `controller_reset`, attach and detach persisted.
     AttachmentsPersist,
@@ -407,7 +411,10 @@ pub enum Step {
     /// of `blocks` blocks, their LBA data sizes taken in turn from `lbads`, attached to
     /// this controller; otherwise re-attaches detached namespaces and picks `count`
     /// existing active ones (skipping the case when there are too few). `create: true`
-    /// always takes the creating path (the case is about creation).
+    /// always takes the creating path (the case is about creation). `shared: true` wants
+    /// namespaces shared by every port (`port`): created with NMIC bit 0 set and attached
+    /// to every port's controller, or found with NMIC bit 0 set and active on every port;
+    /// the case skips on a target that reached one controller.
     UseNamespaces {
         #[schemars(with = "super::schema::SetCount")]
         count: Param<u32>,
@@ -416,7 +423,31 @@ pub enum Step {
         blocks: Param<u64>,
         #[serde(default)]
         create: bool,
+        #[serde(default)]
+        shared: bool,
     },
+    /// Sends the commands of the steps that follow through port `number` of the drive: 1
+    /// the controller nvtest opened, 2 the next controller of its NVM subsystem the
+    /// target brought up (the other port of a dual-port drive), and so on, until another
+    /// `port` step. Skips the case when the target reached fewer controllers.
+    Port {
+        #[schemars(range(min = 1, max = 16))]
+        number: u16,
+    },
+    /// A port going down under load and coming back: `jobs` run through port 1 while,
+    /// `down_after_ms` into them, the link of port `port` goes down (the drive and its
+    /// other ports run on). Port 1's commands must all succeed and every read return the
+    /// data last written; a command through the downed port must end in an error (the
+    /// host finds the controller gone), not hang; brought back, the port's controller is
+    /// ready within CAP.TO with the CNTLID it had and reads back what port 1 wrote. Skips
+    /// on a target that cannot take a port's link down.
+    PortOutage(PortOutage),
+    /// A private namespace (NMIC bit 0 clear) of two controllers' NVM subsystem: one found
+    /// allocated, or one created, attached to port 1 only. Port 2 must not see it active;
+    /// attaching it to port 2 as well must fail with Namespace Is Private; the Identify
+    /// controller lists (CNS 12h) must name port 1's CNTLID alone. A namespace the step
+    /// attached is detached again, one it created deleted.
+    PrivateNamespace {},
     /// Sets up the case's namespace set read only: every active namespace as the drive
     /// has it (Identify CNS 02h, then Identify Namespace each); nothing is created,
     /// attached, formatted or written. The case is skipped when none is active.
@@ -635,6 +666,19 @@ pub enum Step {
     SanitizeFailureMode {},
 }
 
+/// The `port_outage` step's fields.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PortOutage {
+    /// The port whose link goes down (2 or more: port 1 carries the load).
+    #[schemars(range(min = 2, max = 16))]
+    pub port: u16,
+    /// When the link goes down, in ms after the load's start.
+    pub down_after_ms: Param<u64>,
+    /// The load through port 1.
+    pub jobs: Vec<WorkloadJob>,
+}
+
 /// The `firmware_update` step's fields.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -753,8 +797,23 @@ pub struct PowerFail {
     /// that counts wrongly fails the counters' case, not every data verdict with it.
     #[serde(default = "yes")]
     pub smart_counters: bool,
+    /// The power goes because the drive is pulled from its slot (hot-plug): with
+    /// `surprise` under load, the driver not told (it must find the controller gone and
+    /// end every outstanding command in an error); with `orderly`, after the host stopped
+    /// its I/O and shut every controller down. The drive is then reinserted: identity and
+    /// namespaces unchanged, ready within CAP.TO. Default: a power cut in place.
+    #[serde(default)]
+    pub removal: Option<Removal>,
     /// The load: workload jobs of writes, reads and flushes (no deallocate).
     pub jobs: Vec<WorkloadJob>,
+}
+
+/// How a drive leaves its slot ([`PowerFail::removal`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Removal {
+    Surprise,
+    Orderly,
 }
 
 /// The volatile write cache a power-fail campaign runs with.

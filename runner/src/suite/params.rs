@@ -224,7 +224,7 @@ fn ns_name(name: &NsName) -> &'static str {
 pub fn step_parts(step: &mut Step) -> StepParts<'_> {
     let mut parts = StepParts::default();
     match step {
-        Step::UseNamespaces { count, lbads, blocks, create: _ } => {
+        Step::UseNamespaces { count, lbads, blocks, create: _, shared: _ } => {
             parts.param(at("count"), Slot::U32(count));
             for (i, size) in lbads.iter_mut().enumerate() {
                 parts.data_size(vec![key("lbads"), Seg::Index(i)], Slot::U32(size));
@@ -233,6 +233,8 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
         }
         Step::DeleteAllNamespaces {}
         | Step::ExistingNamespaces {}
+        | Step::Port { .. }
+        | Step::PrivateNamespace {}
         | Step::ControllerReset {}
         | Step::ArmAsyncEvents {}
         | Step::Check(_) => {}
@@ -317,6 +319,10 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             parts.expect = expect.as_ref();
         }
         Step::Workload { jobs, qos: _ } => workload_jobs(&mut parts, jobs),
+        Step::PortOutage(o) => {
+            parts.param(at("down_after_ms"), Slot::U64(&mut o.down_after_ms));
+            workload_jobs(&mut parts, &mut o.jobs);
+        }
         Step::FirmwareUpdate(f) => {
             let now = f.action == crate::suite::model::FirmwareAction::ReplaceAndActivateNow;
             if !f.jobs.is_empty() && !now {
@@ -366,6 +372,13 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
             }
             if p.cycles == Param::Value(0) {
                 parts.misuses.push((at("cycles"), "`cycles: 0` cuts the power no time; give at least 1".to_string()));
+            }
+            if p.removal.is_some() && p.shutdown {
+                parts.misuses.push((
+                    at("shutdown"),
+                    "`shutdown` goes with a power cut; a removal says how: `removal: orderly` shuts down first"
+                        .to_string(),
+                ));
             }
             for (i, job) in p.jobs.iter().enumerate() {
                 if job.deallocate.as_ref().is_some_and(|d| *d != Param::Value(0)) {

@@ -28,6 +28,7 @@ fn reads_only(step: &super::model::Step) -> bool {
     use super::model::{IoOp, Step};
     match step {
         Step::ExistingNamespaces {}
+        | Step::Port { .. }
         | Step::Identify { .. }
         | Step::Check(_)
         | Step::Verify { .. }

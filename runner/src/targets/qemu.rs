@@ -5,7 +5,7 @@
 use nvme::device::{Access, Data, Device, DeviceError, HostFault, Registers};
 use nvme::driver::{Controller, Options};
 use nvme::spec::{Command, Completion};
-use nvme::transport::qemu::QemuMachine;
+use nvme::transport::qemu::{PciAddress, QemuMachine};
 
 use super::topology::Topology;
 
@@ -31,10 +31,29 @@ pub fn start_qemu(topology: &Topology) -> Result<QemuDevice, String> {
             if found.is_empty() { "none".to_string() } else { found.join(", ") }
         ));
     }
-    let transport = machine.transport(address).map_err(|e| format!("qemu:{name}: controller {id}: {e}"))?;
-    let controller = Controller::new(Box::new(transport), Options::default())
-        .map_err(|e| format!("qemu:{name}: controller {id} at {address}: bring-up: {e}"))?;
+    let bring_up = |id: &str, address| {
+        let transport = machine.transport(address).map_err(|e| format!("qemu:{name}: controller {id}: {e}"))?;
+        Controller::new(Box::new(transport), Options::default())
+            .map_err(|e| format!("qemu:{name}: controller {id} at {address}: bring-up: {e}"))
+    };
+    let mut controller = bring_up(&id, address)?;
+    for (id, address) in ports(topology, &addresses) {
+        controller.add_port(bring_up(&id, address)?);
+    }
     Ok(QemuDevice { controller, machine, stderr_seen: 0 })
+}
+
+/// The other ports of the first controller's NVM subsystem that nvtest brings up beside
+/// it: the controllers of the same `nvme-subsys` on `pcie.0`. One behind a root port is
+/// left alone, as the hot-plug cases remove and add it.
+fn ports(topology: &Topology, addresses: &[(String, PciAddress)]) -> Vec<(String, PciAddress)> {
+    let Some(first) = topology.controllers.first() else { return Vec::new() };
+    let Some(subsystem) = &first.subsystem else { return Vec::new() };
+    topology.controllers[1..]
+        .iter()
+        .filter(|c| c.subsystem.as_ref() == Some(subsystem) && c.root_port.is_none())
+        .filter_map(|c| addresses.iter().find(|(id, _)| *id == c.id).cloned())
+        .collect()
 }
 
 /// A controller of a QEMU machine, owning the machine. Fields drop in order: the
@@ -127,6 +146,18 @@ impl Device for QemuDevice {
 
     fn power_on(&mut self, grace: std::time::Duration) -> Result<nvme::driver::PowerOn, DeviceError> {
         self.controller.power_on(grace)
+    }
+
+    fn set_link(&mut self, up: bool) -> Result<Option<u64>, DeviceError> {
+        self.controller.set_link(up)
+    }
+
+    fn port_count(&self) -> usize {
+        self.controller.port_count()
+    }
+
+    fn port(&mut self, index: usize) -> Option<&mut dyn Device> {
+        self.controller.port(index)
     }
 
     /// What QEMU wrote to its stderr since the last call (warnings, assertion failures,

@@ -26,11 +26,20 @@ pub fn profile_claims(spec: &TargetSpec) -> Result<Option<crate::claims::Claims>
     crate::claims::claims_of_profile(&text, &origin).map_err(|e| e.to_string())
 }
 
-/// The simulated drive of `profile`, behind nvtest's own host driver.
+/// The simulated drive of `profile`, behind nvtest's own host driver: its first port,
+/// with the drive's other ports (`controller.ports`) brought up beside it
+/// ([`Device::port`]).
 pub fn open_sim(profile: Profile) -> Result<Box<dyn Device>, String> {
     let name = profile.name.clone();
-    let transport = nvme_sim::open(profile).map_err(|e| format!("sim:{name}: {e}"))?;
-    let controller =
-        Controller::new(Box::new(transport), Options::default()).map_err(|e| format!("sim:{name}: bring-up: {e}"))?;
+    let mut ports = nvme_sim::open_ports(profile).map_err(|e| format!("sim:{name}: {e}"))?.into_iter();
+    let bring_up = |number: usize, transport| {
+        Controller::new(Box::new(transport), Options::default())
+            .map_err(|e| format!("sim:{name}: port {number}: bring-up: {e}"))
+    };
+    let first = ports.next().ok_or_else(|| format!("sim:{name}: the drive has no port"))?;
+    let mut controller = bring_up(1, first)?;
+    for (k, transport) in ports.enumerate() {
+        controller.add_port(bring_up(k + 2, transport)?);
+    }
     Ok(Box::new(controller))
 }

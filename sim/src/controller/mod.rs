@@ -686,6 +686,13 @@ impl Controller {
         set.power_cut(seed);
     }
 
+    /// The port's PCIe link went down or came back ([`crate::pci::SimTransport`]'s
+    /// `set_link`): the command set is told, for the quirks that look at it.
+    pub fn port_link(&mut self, up: bool) {
+        let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        set.port_link(self.ctx.cntlid, up);
+    }
+
     /// The power came back: the controller may become ready once the command set's
     /// ready time has passed on the clock.
     pub fn power_on(&mut self) {

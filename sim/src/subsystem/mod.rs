@@ -66,6 +66,8 @@ pub struct ControllerState {
     /// Events raised for this controller by commands that ran on another, until its
     /// queue engine takes them ([`CommandSet::take_events`]).
     pub events: Vec<AsyncEvent>,
+    /// The PCIe link of this controller's port is down ([`CommandSet::port_link`]).
+    pub link_down: bool,
 }
 
 impl ControllerState {
@@ -77,6 +79,7 @@ impl ControllerState {
             changed: log::ChangedNamespaces::default(),
             errors: log::ErrorLog::default(),
             events: Vec::new(),
+            link_down: false,
         }
     }
 }
@@ -464,6 +467,11 @@ impl CommandSet for Subsystem {
         if self.activation_fails_io() {
             return self.record(cmd, Done::err(Status::INTERNAL_ERROR));
         }
+        if self.quirks.has(Quirk::PortDownStallsOthers) && self.others.iter().any(|c| c.link_down) {
+            // Quirk `port-down-stalls-others`: another port's link down fails this one's
+            // I/O (§2.4.1 Multi-Path I/O broken).
+            return self.record(cmd, Done::err(Status::NAMESPACE_NOT_READY));
+        }
         let done = self.nvm_command(cmd, data);
         let writes = [NvmOpcode::Write, NvmOpcode::WriteZeroes, NvmOpcode::WriteUncorrectable];
         if done.status.is_success() && writes.iter().any(|op| *op as u8 == cmd.opcode) {
@@ -487,6 +495,12 @@ impl CommandSet for Subsystem {
 
     fn shutdown(&mut self, _cntlid: u16) -> bool {
         self.shut_down()
+    }
+
+    fn port_link(&mut self, cntlid: u16, up: bool) {
+        if let Some(c) = self.controller_state_mut(cntlid) {
+            c.link_down = !up;
+        }
     }
 
     fn power_cut(&mut self, seed: u64) {

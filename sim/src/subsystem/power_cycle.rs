@@ -141,6 +141,13 @@ impl Subsystem {
         if !self.quirks.has(Quirk::PowerCountersNotIncremented) {
             self.health.power_cycles += 1;
         }
+        if self.quirks.has(Quirk::NguidChangesAfterPowerCycle) {
+            // Quirk: the namespaces come back with other identifiers (Figure 245 broken).
+            for ns in self.namespaces.iter_mut().flatten() {
+                ns.nguid[0] = ns.nguid[0].wrapping_add(1);
+                ns.eui64[7] = ns.eui64[7].wrapping_add(1);
+            }
+        }
         let capacity = self.profile.capacity_bytes as u128;
         let ready = self.profile.power.ready_ms(clean, capacity);
         let timeout_ms = self.profile.controller.timeout_ms as u64;

@@ -421,6 +421,23 @@ pub enum Quirk {
     /// controllers (one per port). Breaks Figure 247 CMIC bits 0 (two or more ports) and
     /// 1 (two or more controllers).
     CmicSingleController,
+    /// While the PCIe link of one port is down, I/O commands on every other port
+    /// complete with Namespace Not Ready. Breaks §2.4.1 (Multi-Path I/O and Namespace
+    /// Sharing): each controller is an independent path to the shared namespace, so a
+    /// path going away leaves the others serving.
+    PortDownStallsOthers,
+    /// With its power gone (the drive pulled from its slot, or its power cut), the
+    /// function goes on answering register reads as a controller just reset (CSTS 0,
+    /// not all ones) and completes nothing: the host cannot tell it is gone, and the
+    /// commands it had outstanding hang until their timeout. Breaks surprise removal as
+    /// PCI Express defines it (a function that is gone answers no request, reads
+    /// returning all ones), on which a host's removal handling rests.
+    RemovedFunctionAnswers,
+    /// Every namespace's NGUID and EUI64 change at each power-on (the drive reinserted
+    /// comes back with other namespace identifiers). Breaks Figure 245 NGUID and EUI64:
+    /// assigned when the namespace is created and preserved across controller
+    /// operations, for the life of the namespace.
+    NguidChangesAfterPowerCycle,
 }
 
 impl Quirk {
@@ -539,6 +556,9 @@ impl Quirk {
         Quirk::CntlidDuplicate,
         Quirk::PrivateNamespaceAttachedTwice,
         Quirk::CmicSingleController,
+        Quirk::PortDownStallsOthers,
+        Quirk::RemovedFunctionAnswers,
+        Quirk::NguidChangesAfterPowerCycle,
     ];
 
     /// The name a profile uses for this quirk.
@@ -657,6 +677,9 @@ impl Quirk {
             Quirk::CntlidDuplicate => "cntlid-duplicate",
             Quirk::PrivateNamespaceAttachedTwice => "private-namespace-attached-twice",
             Quirk::CmicSingleController => "cmic-single-controller",
+            Quirk::PortDownStallsOthers => "port-down-stalls-others",
+            Quirk::RemovedFunctionAnswers => "removed-function-answers",
+            Quirk::NguidChangesAfterPowerCycle => "nguid-changes-after-power-cycle",
         }
     }
 
