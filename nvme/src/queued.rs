@@ -20,6 +20,10 @@ pub struct QueueSpec {
     /// QPRIO of its submission queue (Create I/O Submission Queue CDW11 bits 2:1): used
     /// by the controller only when CC.AMS selects weighted round robin (§4.13).
     pub priority: QueuePriority,
+    /// The controller the queue is created on: 0 the one the queues are opened on, `n`
+    /// its `n`-th other port ([`crate::device::Device::port`] `n - 1`): a workload can
+    /// load several ports of a multi-port drive at once.
+    pub port: usize,
 }
 
 /// Queues of one controller with many commands in flight, and the clock they run on.

@@ -195,6 +195,7 @@ impl Engine {
             blocks_per_command: vec![1],
             queue_depth: QUEUE_DEPTH as u32,
             priority: QueuePriority::Medium,
+            port: 0,
             fua_percent: 0,
             rate: None,
             end: End::Commands(commands),
@@ -208,7 +209,7 @@ impl Engine {
 
     fn run_with(&mut self, job: Job, journal: &mut dyn Journal) -> Result<engine::Outcome, String> {
         let work = Workload { jobs: vec![job], seed: SEED, drain: true };
-        let specs = [QueueSpec { depth: QUEUE_DEPTH as u32, priority: QueuePriority::Medium }];
+        let specs = [QueueSpec { depth: QUEUE_DEPTH as u32, priority: QueuePriority::Medium, port: 0 }];
         let mut io = self.device.queued_io(&specs).map_err(|e| e.to_string())?;
         let start = Instant::now();
         let outcome = engine::run(io.as_mut(), &work, &mut self.map, journal, Stop::AtEnd, &|| None, &mut |_| {});

@@ -78,6 +78,7 @@ pub fn run(controller: &Path, nsid: u32, plan: BenchPlan, say: &mut dyn FnMut(&s
         blocks_per_command: vec![blocks],
         queue_depth: depth,
         priority: QueuePriority::Medium,
+        port: 0,
         fua_percent: 0,
         rate: None,
         end,
@@ -147,8 +148,7 @@ pub fn run(controller: &Path, nsid: u32, plan: BenchPlan, say: &mut dyn FnMut(&s
 /// Runs `work` on the device's io_uring queues; an error unless every command
 /// succeeded and every read held what was written.
 fn engine(device: &mut LinuxDevice, work: &Workload, map: &mut HostMap) -> Result<load::Outcome, String> {
-    let specs: Vec<nvme::queued::QueueSpec> =
-        work.jobs.iter().map(|j| nvme::queued::QueueSpec { depth: j.queue_depth, priority: j.priority }).collect();
+    let specs: Vec<nvme::queued::QueueSpec> = work.jobs.iter().map(|j| j.queue_spec()).collect();
     let mut io = device.queued_io(&specs).map_err(|e| format!("io_uring queues: {e}"))?;
     let outcome = load::run(&mut *io, work, map, &mut NoJournal, Stop::AtEnd, &|| None, &mut |_| {})
         .map_err(|e| format!("the workload engine: {e}"))?;

@@ -168,24 +168,24 @@ fn dual_shares_namespaces_between_two_controllers_of_one_subsystem() {
     let (_, b) = identify_data(d, 0x13, 0);
     assert_eq!((u16_at(&b, 0), u16_at(&b, 2), u16_at(&b, 4)), (2, 0, 1));
     // QEMU 10.0 attaches shared namespaces to a controller when that controller is
-    // enabled (CC.EN), so until ctrl1 runs, NSID 1 lists only ctrl0 (CNS 12h).
+    // enabled (CC.EN); nvtest brings ctrl1 up with the device (its second port), so NSID 1
+    // lists both controllers (CNS 12h).
     let attached_to = |d: &mut dyn Device, nsid: u32| {
         let (_, b) = identify_data(d, 0x12, nsid);
         (1..=u16_at(&b, 0) as usize).map(|i| u16_at(&b, i * 2)).collect::<Vec<u16>>()
     };
-    assert_eq!(attached_to(d, 1), vec![0]);
+    assert_eq!(attached_to(d, 1), vec![0, 1]);
     assert!(attached_to(d, 3).is_empty(), "the detached namespace is attached to no controller");
-    // The second controller is there, behind its own PCI function, and sees the
-    // shared namespaces once enabled.
+    // The second controller is there, behind its own PCI function, and sees the shared
+    // namespaces: the device's port 2.
     let addresses = t.controller_addresses(device.machine()).unwrap();
     let found = device.machine().controllers();
     assert_eq!(addresses.len(), 2);
     assert!(addresses.iter().all(|(_, a)| found.contains(a)), "{addresses:?} among {found:?}");
-    let transport = device.machine().transport(addresses[1].1).unwrap();
-    let mut ctrl1 = Controller::new(Box::new(transport), Options::default()).unwrap();
-    assert_eq!(u16_at(&identify_data(&mut ctrl1, 1, 0).1, 78), 1, "ctrl1's CNTLID");
-    assert_eq!(list(&mut ctrl1, 0x02), vec![1, 2]);
-    assert_eq!(attached_to(&mut device, 1), vec![0, 1]);
+    assert_eq!(device.port_count(), 1, "ctrl1 brought up as the device's second port");
+    let ctrl1 = device.port(0).unwrap();
+    assert_eq!(u16_at(&identify_data(ctrl1, 1, 0).1, 78), 1, "ctrl1's CNTLID");
+    assert_eq!(list(ctrl1, 0x02), vec![1, 2]);
     // A private namespace attached to ctrl1 cannot also be attached to ctrl0.
     let ids = |cntlid: u16| {
         let mut b = vec![0u8; 4096];
@@ -193,22 +193,22 @@ fn dual_shares_namespaces_between_two_controllers_of_one_subsystem() {
         b[2..4].copy_from_slice(&cntlid.to_le_bytes());
         b
     };
-    let c = admin(&mut ctrl1, "attach NSID 3 to ctrl1", namespace_attach(3), Data::ToDevice(&ids(1)));
+    let c = admin(ctrl1, "attach NSID 3 to ctrl1", namespace_attach(3), Data::ToDevice(&ids(1)));
     assert!(c.status().is_success(), "{}", c.status());
     let c = admin(&mut device, "attach NSID 3 to ctrl0", namespace_attach(3), Data::ToDevice(&ids(0)));
     assert!(c.status().to_string().starts_with("Namespace Is Private"), "{}", c.status());
     // Deviation (NVMe 1.4 §5.19: attach and detach persist across all reset events):
     // QEMU 10.0 re-attaches a detached shared namespace when the controller is enabled again.
-    let c = admin(&mut ctrl1, "detach NSID 1 from ctrl1", namespace_detach(1), Data::ToDevice(&ids(1)));
+    let ctrl1 = device.port(0).unwrap();
+    let c = admin(ctrl1, "detach NSID 1 from ctrl1", namespace_detach(1), Data::ToDevice(&ids(1)));
     assert!(c.status().is_success(), "{}", c.status());
-    assert_eq!(list(&mut ctrl1, 0x02), vec![2, 3]);
-    ctrl1.reset().unwrap();
+    assert_eq!(list(ctrl1, 0x02), vec![2, 3]);
+    ctrl1.controller_reset().unwrap();
     assert_eq!(
-        list(&mut ctrl1, 0x02),
+        list(ctrl1, 0x02),
         vec![1, 2, 3],
         "QEMU 10.0 re-attaches NSID 1 at CC.EN; if it no longer does, update fixtures/qemu/README.md"
     );
-    drop(ctrl1);
     drop(device);
     leftovers.assert_gone();
 }

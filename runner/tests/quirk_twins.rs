@@ -165,6 +165,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("dual-port", "shared-namespace-both-ways", "port-stale-data", "§2.4.1 Multi-Path I/O"),
     ("dual-port", "private-namespace", "private-namespace-attached-twice", "Figure 267 (Namespace Is Private)"),
     ("dual-port", "port-down-under-load", "port-down-stalls-others", "§2.4.1 Multi-Path I/O"),
+    ("dual-port", "both-ports-under-load", "port-stale-data", "§2.4.1 Multi-Path I/O"),
     ("hot-plug", "surprise-removal", "removed-function-answers", "PCI Express Base Specification, Hot-Plug"),
     ("hot-plug", "surprise-removal", "nguid-changes-after-power-cycle", "Figure 245 (NGUID, EUI64)"),
     ("hot-plug", "surprise-removal", "flush-ignored", "§6.8 Flush command"),

@@ -31,7 +31,7 @@ fn drive(quirks: &[Quirk], mechanism: ArbitrationMechanism) -> (Controller, Fetc
 
 /// Keeps every queue full of 4 KiB reads; completions per queue after a warm-up.
 fn shares(ctrl: &mut Controller, priorities: &[QueuePriority]) -> Vec<f64> {
-    let specs: Vec<QueueSpec> = priorities.iter().map(|&priority| QueueSpec { depth: 32, priority }).collect();
+    let specs: Vec<QueueSpec> = priorities.iter().map(|&priority| QueueSpec { depth: 32, priority, port: 0 }).collect();
     let q = ctrl.open_queues(&specs).unwrap();
     let mut rng = Rng(7);
     let mut counts = vec![0usize; specs.len()];

@@ -48,7 +48,7 @@ fn time_moves_only_when_the_host_idles() {
 fn one_read_takes_what_the_model_says_and_idle_stops_at_its_completion() {
     let profile = enterprise(|m| m.read_jitter_us = 0);
     let mut ctrl = driver(transport(profile), ArbitrationMechanism::RoundRobin);
-    let mut q = ctrl.open_queues(&[QueueSpec { depth: 4, priority: QueuePriority::Medium }]).unwrap();
+    let mut q = ctrl.open_queues(&[QueueSpec { depth: 4, priority: QueuePriority::Medium, port: 0 }]).unwrap();
     let start = q.now_ns();
     q.submit(0, nvm::read(1, 3, 0), Transfer::FromDevice(4096), Transfer::None).unwrap();
     q.ring(0).unwrap();
@@ -90,7 +90,8 @@ fn small_cache() -> Profile {
 /// Flush's latency.
 fn burst(profile: Profile, count: usize, depth: usize) -> (Vec<u64>, u64) {
     let mut ctrl = driver(transport(profile), ArbitrationMechanism::RoundRobin);
-    let mut q = ctrl.open_queues(&[QueueSpec { depth: depth as u32, priority: QueuePriority::Medium }]).unwrap();
+    let mut q =
+        ctrl.open_queues(&[QueueSpec { depth: depth as u32, priority: QueuePriority::Medium, port: 0 }]).unwrap();
     let data = vec![0xa5u8; 128 * 1024];
     let start = q.now_ns();
     let (mut sent, mut done) = (0usize, Vec::new());

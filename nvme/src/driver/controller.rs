@@ -174,6 +174,27 @@ impl Controller {
         self.ports.push(port);
     }
 
+    /// This controller (`port` 0) or its `port`-th other port's.
+    pub(super) fn port_mut(&mut self, port: usize) -> Option<&mut Controller> {
+        match port {
+            0 => Some(self),
+            n => self.ports.get_mut(n - 1),
+        }
+    }
+
+    /// [`Self::port_mut`], to look at.
+    pub(super) fn port_ref(&self, port: usize) -> Option<&Controller> {
+        match port {
+            0 => Some(self),
+            n => self.ports.get(n - 1),
+        }
+    }
+
+    /// How many other ports' controllers were brought up beside this one.
+    pub(super) fn other_ports(&self) -> usize {
+        self.ports.len()
+    }
+
     pub fn options(&self) -> &Options {
         &self.options
     }

@@ -3,7 +3,9 @@
 //!
 //! The set borrows the controller for as long as the workload runs, so no other command
 //! path can disturb its queues; closing it (or dropping it) deletes them again (Delete
-//! I/O Submission Queue, then Delete I/O Completion Queue, §5.6 / §5.5).
+//! I/O Submission Queue, then Delete I/O Completion Queue, §5.6 / §5.5). A queue may be
+//! on another port of the drive ([`QueueSpec::port`]): each controller has its own queue
+//! identifiers, and the set reaches the others through the one it borrows.
 
 use crate::device::{Data, DeviceError};
 use crate::driver::controller::Controller;
@@ -11,10 +13,12 @@ use crate::driver::queue::{IoQueuePair, Reaped, Transfer};
 use crate::queued::{QueueSpec, QueuedIo};
 use crate::spec::{Command, Completion};
 
-/// Queues of one controller created for a workload, numbered in the order asked for.
+/// Queues created for a workload, numbered in the order asked for, each on the port its
+/// spec names.
 pub struct QueueSet<'a> {
     controller: &'a mut Controller,
-    qids: Vec<u16>,
+    /// Per queue: its port (0: `controller`) and queue identifier there.
+    qids: Vec<(usize, u16)>,
     closed: bool,
 }
 
@@ -22,38 +26,70 @@ impl<'a> QueueSet<'a> {
     /// Creates one queue pair per spec, with the lowest queue identifiers the controller
     /// allocated (Set Features Number of Queues) that are not in use.
     pub(super) fn open(controller: &'a mut Controller, specs: &[QueueSpec]) -> Result<QueueSet<'a>, DeviceError> {
-        let (nsqa, ncqa) = controller.queues_allocated();
-        let limit = nsqa.min(ncqa);
-        let in_use: Vec<u16> = controller.io.iter().map(|q| q.qid).collect();
-        let free: Vec<u16> = (1..=limit).filter(|q| !in_use.contains(q)).take(specs.len()).collect();
-        if free.len() < specs.len() {
-            return Err(DeviceError::Unsupported(format!(
-                "the workload needs {} I/O queues of its own; the controller allocated {limit} \
-                 (Set Features Number of Queues) and {} are in use",
-                specs.len(),
-                in_use.len()
-            )));
-        }
         let mut set = QueueSet { controller, qids: Vec::with_capacity(specs.len()), closed: false };
-        for (qid, spec) in free.into_iter().zip(specs) {
+        for spec in specs {
+            let port = spec.port;
+            let taken: Vec<u16> = set.qids.iter().filter(|(p, _)| *p == port).map(|(_, q)| *q).collect();
+            let ctrl = set.controller_of(port)?;
+            let (nsqa, ncqa) = ctrl.queues_allocated();
+            let limit = nsqa.min(ncqa);
+            let in_use: Vec<u16> = ctrl.io.iter().map(|q| q.qid).collect();
+            let Some(qid) = (1..=limit).find(|q| !in_use.contains(q) && !taken.contains(q)) else {
+                let wanted = specs.iter().filter(|s| s.port == port).count();
+                return Err(DeviceError::Unsupported(format!(
+                    "the workload needs {wanted} I/O queues of its own on port {}; the controller allocated \
+                     {limit} (Set Features Number of Queues) and {} are in use",
+                    port + 1,
+                    in_use.len()
+                )));
+            };
             // One entry more than the depth: a full queue keeps one entry empty (§4.1.2).
-            set.controller.create_queue_pair(qid, spec.depth.saturating_add(1), spec.priority)?;
-            set.qids.push(qid);
+            ctrl.create_queue_pair(qid, spec.depth.saturating_add(1), spec.priority)?;
+            set.qids.push((port, qid));
         }
         Ok(set)
     }
 
+    /// Queue `queue`'s I/O queue pair, to look at.
+    fn io_queue(&self, queue: usize) -> Option<&crate::driver::queue::QueuePair> {
+        let (port, qid) = *self.qids.get(queue)?;
+        self.controller.port_ref(port)?.io.iter().find(|q| q.qid == qid)
+    }
+
+    /// The controller of port `port` (0: the one the set borrows).
+    fn controller_of(&mut self, port: usize) -> Result<&mut Controller, DeviceError> {
+        let count = self.controller.other_ports();
+        self.controller.port_mut(port).ok_or_else(|| {
+            DeviceError::Unsupported(format!(
+                "a queue on port {} asked for; the drive has {} ports",
+                port + 1,
+                count + 1
+            ))
+        })
+    }
+
     fn pair(&mut self, queue: usize) -> Result<IoQueuePair<'_>, DeviceError> {
-        let qid =
+        let (port, qid) =
             *self.qids.get(queue).ok_or_else(|| DeviceError::Driver(format!("the workload has no queue {queue}")))?;
-        self.controller.queue(qid)
+        self.controller_of(port)?.queue(qid)
+    }
+
+    /// Lets the other ports' controllers run up to the clock: on a simulated drive a
+    /// port runs what fell due only when it is touched.
+    fn catch_up_ports(&mut self) -> Result<(), DeviceError> {
+        let mut ports: Vec<usize> = self.qids.iter().map(|(p, _)| *p).filter(|p| *p != 0).collect();
+        ports.dedup();
+        for port in ports {
+            self.controller_of(port)?.transport.idle_until(0)?;
+        }
+        Ok(())
     }
 
     fn delete_all(&mut self) -> Result<(), DeviceError> {
         self.closed = true;
         let mut first_error = None;
-        for qid in std::mem::take(&mut self.qids) {
-            if let Err(e) = self.controller.delete_queue_pair(qid) {
+        for (port, qid) in std::mem::take(&mut self.qids) {
+            if let Err(e) = self.controller_of(port).and_then(|c| c.delete_queue_pair(qid)) {
                 first_error.get_or_insert(e);
             }
         }
@@ -63,7 +99,11 @@ impl<'a> QueueSet<'a> {
 
 impl QueuedIo for QueueSet<'_> {
     fn describe(&self) -> String {
-        let qids: Vec<String> = self.qids.iter().map(u16::to_string).collect();
+        let qids: Vec<String> = self
+            .qids
+            .iter()
+            .map(|(port, qid)| if *port == 0 { qid.to_string() } else { format!("{qid} (port {})", port + 1) })
+            .collect();
         format!("{}, I/O queues {}", crate::device::Device::describe(&*self.controller), qids.join(", "))
     }
 
@@ -72,17 +112,15 @@ impl QueuedIo for QueueSet<'_> {
     }
 
     fn qid(&self, queue: usize) -> u16 {
-        self.qids.get(queue).copied().unwrap_or(0)
+        self.qids.get(queue).map_or(0, |(_, qid)| *qid)
     }
 
     fn capacity(&self, queue: usize) -> usize {
-        let qid = self.qid(queue);
-        self.controller.io.iter().find(|q| q.qid == qid).map_or(0, |q| q.capacity())
+        self.io_queue(queue).map_or(0, |q| q.capacity())
     }
 
     fn outstanding(&self, queue: usize) -> usize {
-        let qid = self.qid(queue);
-        self.controller.io.iter().find(|q| q.qid == qid).map_or(0, |q| q.outstanding())
+        self.io_queue(queue).map_or(0, |q| q.outstanding())
     }
 
     fn submit(
@@ -100,6 +138,10 @@ impl QueuedIo for QueueSet<'_> {
     }
 
     fn poll(&mut self, queue: usize, f: &mut dyn FnMut(Reaped<'_>)) -> Result<usize, DeviceError> {
+        if self.qids.get(queue).is_some_and(|(port, _)| *port != 0) {
+            let (port, _) = self.qids[queue];
+            self.controller_of(port)?.transport.idle_until(0)?;
+        }
         self.pair(queue)?.poll(f)
     }
 
@@ -112,7 +154,8 @@ impl QueuedIo for QueueSet<'_> {
     }
 
     fn idle_until(&mut self, deadline_ns: u64) -> Result<(), DeviceError> {
-        Ok(self.controller.transport.idle_until(deadline_ns)?)
+        self.controller.transport.idle_until(deadline_ns)?;
+        self.catch_up_ports()
     }
 
     fn simulated_clock(&self) -> bool {

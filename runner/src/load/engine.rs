@@ -924,6 +924,7 @@ mod tests {
             blocks_per_command: vec![1, 4, 8],
             queue_depth: 16,
             priority: QueuePriority::Medium,
+            port: 0,
             fua_percent: 10,
             rate: None,
             end,

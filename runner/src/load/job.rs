@@ -129,6 +129,9 @@ pub struct Job {
     pub queue_depth: u32,
     /// QPRIO of the job's submission queue (used under weighted round robin).
     pub priority: QueuePriority,
+    /// The port whose controller the job's queue is on (0: the one nvtest opened;
+    /// [`nvme::queued::QueueSpec::port`]).
+    pub port: usize,
     /// Writes sent with FUA (Force Unit Access), in percent.
     pub fua_percent: u32,
     pub rate: Option<Rate>,
@@ -139,6 +142,11 @@ pub struct Job {
 }
 
 impl Job {
+    /// The queue the job runs on.
+    pub fn queue_spec(&self) -> nvme::queued::QueueSpec {
+        nvme::queued::QueueSpec { depth: self.queue_depth, priority: self.priority, port: self.port }
+    }
+
     /// The largest transfer one command of the job moves, in bytes.
     pub fn max_transfer_bytes(&self) -> u64 {
         self.blocks_per_command.iter().copied().max().unwrap_or(1) as u64 * self.namespace.block_size

@@ -208,6 +208,7 @@ fn shares(ctx: &mut CaseContext<'_>, check: Check) -> StepResult {
             blocks_per_command: vec![1],
             queue_depth: depth,
             priority: *priority,
+            port: 0,
             fua_percent: 0,
             rate: None,
             end: End::Commands(u64::MAX),
@@ -215,7 +216,8 @@ fn shares(ctx: &mut CaseContext<'_>, check: Check) -> StepResult {
         })
         .collect();
     let work = Workload { jobs, seed: ctx.seed, drain: false };
-    let specs: Vec<QueueSpec> = work.jobs.iter().map(|j| QueueSpec { depth, priority: j.priority }).collect();
+    let specs: Vec<QueueSpec> =
+        work.jobs.iter().map(|j| QueueSpec { depth, priority: j.priority, port: j.port }).collect();
     ctx.log.push(format!(
         "{} queues of {depth} random 1-block reads kept full for {} ms (the first {} ms not counted)",
         specs.len(),

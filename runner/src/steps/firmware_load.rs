@@ -46,7 +46,7 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepResult
         Some(p) => super::resolve::param(p)?,
     };
     let work = Workload { jobs, seed: ctx.seed, drain: true };
-    let specs = work.jobs.iter().map(|j| QueueSpec { depth: j.queue_depth, priority: j.priority }).collect();
+    let specs = work.jobs.iter().map(|j| j.queue_spec()).collect();
     ctx.log.push(format!("load: {}; the commit {after} ms into it", workload::describe(&work)));
     Ok(Some(ActivationLoad { work, specs, commit_after_ns: after.saturating_mul(1_000_000) }))
 }

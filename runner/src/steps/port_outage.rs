@@ -44,8 +44,7 @@ pub fn port_outage(ctx: &mut CaseContext<'_>, o: &PortOutage) -> StepResult {
         jobs.push(workload::build(ctx, job)?);
     }
     let work = Workload { jobs, seed: ctx.seed, drain: true };
-    let specs: Vec<QueueSpec> =
-        work.jobs.iter().map(|j| QueueSpec { depth: j.queue_depth, priority: j.priority }).collect();
+    let specs: Vec<QueueSpec> = work.jobs.iter().map(|j| j.queue_spec()).collect();
     let down_after = super::resolve::param(&o.down_after_ms)?;
     ctx.log.push(format!(
         "load through port 1: {}; port {port} (CNTLID {}) goes down {down_after} ms into it",

@@ -140,7 +140,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             Survival::Completed(why) => format!("every completed write ({why})"),
         }
     ));
-    let specs: Vec<QueueSpec> = jobs.iter().map(|j| QueueSpec { depth: j.queue_depth, priority: j.priority }).collect();
+    let specs: Vec<QueueSpec> = jobs.iter().map(|j| j.queue_spec()).collect();
     let mut floor = std::mem::take(&mut ctx.map);
     let mut tally = Tally::default();
     let bar = progress_bar(cycles);
@@ -844,7 +844,7 @@ fn judge_ready(ctx: &CaseContext<'_>, cycle: u64, on: &nvme::driver::PowerOn, ca
 /// From the controller ready to the first successful read of the first range (ns on
 /// the target's clock): when the media serves data again.
 fn media_ready(ctx: &mut CaseContext<'_>, range: &Range) -> StepResult<u64> {
-    let mut io = ctx.device.queued_io(&[QueueSpec { depth: 1, priority: QueuePriority::Medium }])?;
+    let mut io = ctx.device.queued_io(&[QueueSpec { depth: 1, priority: QueuePriority::Medium, port: 0 }])?;
     let start = io.now_ns();
     let bytes = range.block_size.bytes();
     let mut result = None;

@@ -44,8 +44,7 @@ pub fn workload(ctx: &mut CaseContext<'_>, jobs: &[WorkloadJob], qos: Option<&Qo
         apply_claim(ctx, &mut built, q, &c.value)?;
     }
     let work = Workload { jobs: built, seed: ctx.seed, drain: true };
-    let specs: Vec<QueueSpec> =
-        work.jobs.iter().map(|j| QueueSpec { depth: j.queue_depth, priority: j.priority }).collect();
+    let specs: Vec<QueueSpec> = work.jobs.iter().map(|j| j.queue_spec()).collect();
     ctx.log.push(format!("workload: {}", describe(&work)));
     let deadline = ctx.deadline;
     let mut map = std::mem::take(&mut ctx.map);
@@ -404,6 +403,24 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<
             return Err(StepError::Error(format!("job {}: give iops or mb_per_s, not both", job.name)))
         }
     };
+    let port = match &job.port {
+        None => 0,
+        Some(p) => {
+            let number = resolve::param(p)? as usize;
+            let reached = ctx.device.port_count() + 1;
+            if number == 0 {
+                return Err(StepError::Error(format!("job {}: ports are numbered from 1", job.name)));
+            }
+            if number > reached {
+                return Err(StepError::Skip(format!(
+                    "job {} runs on port {number}; the target brought up {}",
+                    job.name,
+                    super::ports::reached(&*ctx.device)
+                )));
+            }
+            number - 1
+        }
+    };
     let end = match (&job.commands, &job.duration_ms) {
         (Some(n), None) => End::Commands(resolve::param(n)?),
         (None, Some(ms)) => End::Time(Duration::from_millis(resolve::param(ms)?)),
@@ -430,6 +447,7 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<
             Some(QueuePriorityName::Low) => QueuePriority::Low,
             Some(QueuePriorityName::Medium) | None => QueuePriority::Medium,
         },
+        port,
         fua_percent: share(&job.fua)?,
         rate,
         end,

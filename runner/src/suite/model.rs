@@ -253,6 +253,11 @@ pub struct WorkloadJob {
     #[serde(default)]
     pub sizes: Vec<Param<u32>>,
     pub queue_depth: Param<u32>,
+    /// The port whose controller runs the job's queue: 1 (default) the controller nvtest
+    /// opened, 2 the next controller of its NVM subsystem, … (as the `port` step numbers
+    /// them): jobs on several ports load a multi-port drive through all of them at once.
+    #[serde(default)]
+    pub port: Option<Param<u32>>,
     /// QPRIO of the job's submission queue, served by it under weighted round robin.
     #[serde(default)]
     pub priority: Option<QueuePriorityName>,

@@ -413,6 +413,7 @@ fn workload_jobs<'a>(parts: &mut StepParts<'a>, jobs: &'a mut [WorkloadJob]) {
             ("deallocate", &mut job.deallocate),
             ("flush", &mut job.flush),
             ("fua", &mut job.fua),
+            ("port", &mut job.port),
         ] {
             if let Some(p) = share {
                 parts.param(path(field), Slot::U32(p));

@@ -103,8 +103,8 @@ const WRITE_BYTES: usize = 128 * 1024;
 /// Runs `load` on a read queue and a write queue of the workload's own.
 pub fn run(ctrl: &mut Controller, load: Load) -> Figures {
     let specs = [
-        QueueSpec { depth: load.read_depth, priority: QueuePriority::High },
-        QueueSpec { depth: 8, priority: QueuePriority::Low },
+        QueueSpec { depth: load.read_depth, priority: QueuePriority::High, port: 0 },
+        QueueSpec { depth: 8, priority: QueuePriority::Low, port: 0 },
     ];
     let mut q = ctrl.open_queues(&specs).unwrap();
     let end = (load.seconds * 1e9) as u64;
