@@ -225,10 +225,12 @@ impl NoticeLog {
     /// Adds a page; true when the Asynchronous Event is to be raised.
     fn push(&mut self, kind: NotificationType, nsid: u32) -> bool {
         self.count = self.count.wrapping_add(1).max(1);
-        let mut page = ReservationNotificationLog::default();
-        page.log_page_count = U64::new(self.count);
-        page.rnlpt = kind as u8;
-        page.nsid = U32::new(nsid);
+        let page = ReservationNotificationLog {
+            log_page_count: U64::new(self.count),
+            rnlpt: kind as u8,
+            nsid: U32::new(nsid),
+            ..Default::default()
+        };
         self.pages.push_back(page);
         if self.pages.len() > NOTICE_LOG_PAGES {
             self.pages.pop_front();
