@@ -23,6 +23,7 @@
 //! power: {loss_protection: false, awupf: 7, ready_ms: {clean: 800, dirty: 2400, per_tib: 150}}   # crate::subsystem::power
 //! erase: {encryption: true, format: {crypto_erase: true}, sanitize: {block_erase: true, …}}   # crate::subsystem::erase
 //! firmware: {slots: 4, slot1_read_only: true, activation_without_reset: true, …}   # crate::subsystem::firmware
+//! reservations: {ptpl: true}     # ONCS bit 5, RESCAP: all six types unless `types: […]`; crate::subsystem::reservation
 //! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, format_nvm, namespace_management]
 //! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]   # also ms: 8, extended: true
 //! # shared: NMIC bit 0 (default true): an attached shared namespace is attached to every
@@ -35,6 +36,7 @@ use crate::service::ServiceModel;
 use crate::subsystem::erase::EraseModel;
 use crate::subsystem::firmware::FirmwareModel;
 use crate::subsystem::power::PowerModel;
+use crate::subsystem::reservation::ReservationModel;
 use nvme::spec::identify::DeallocatedRead;
 use nvme::spec::Version;
 use serde::Deserialize;
@@ -90,6 +92,10 @@ pub struct Profile {
     /// Firmware slots, download and commit ([`crate::subsystem::firmware`]); `None`: one
     /// read-only slot and neither command.
     pub firmware: Option<FirmwareModel>,
+    /// Reservations (ONCS bit 5, RESCAP; [`crate::subsystem::reservation`]); `None`: the
+    /// reservation commands are refused with Invalid Command Opcode and features 81h–83h
+    /// with Invalid Field in Command.
+    pub reservations: Option<ReservationModel>,
     pub optional_commands: Vec<OptionalCommand>,
     /// The namespaces present when the drive is first powered, NSIDs 1, 2, … in order.
     pub namespaces: Vec<InitialNamespace>,
@@ -301,6 +307,7 @@ struct ProfileFile {
     power: PowerModel,
     erase: Option<Spanned<EraseModel>>,
     firmware: Option<Spanned<FirmwareModel>>,
+    reservations: Option<Spanned<ReservationModel>>,
     #[serde(default)]
     optional_commands: Vec<OptionalCommand>,
     namespaces: Option<Spanned<Vec<Spanned<InitialNamespaceFile>>>>,
@@ -689,6 +696,15 @@ impl ProfileFile {
                 Some(f.value)
             }
         };
+        let reservations = match self.reservations {
+            None => None,
+            Some(r) => {
+                if r.value.types.is_empty() {
+                    return invalid(origin, &r.referenced, "reservations: types must list at least one type".into());
+                }
+                Some(r.value)
+            }
+        };
         let mut quirks = self.quirks;
         quirks.dedup();
         Ok(Profile {
@@ -706,6 +722,7 @@ impl ProfileFile {
             power: self.power,
             erase,
             firmware,
+            reservations,
             optional_commands,
             namespaces,
             private_namespaces,

@@ -100,7 +100,7 @@ fn every_quirk_has_a_test_here() {
     // exit-failure-mode-ignored) in subsystem_erase.rs too. The four of a drive with
     // several ports (port-stale-data, cntlid-duplicate, private-namespace-attached-twice,
     // cmic-single-controller) need two controllers: their tests are in subsystem_ports.rs.
-    assert_eq!(Quirk::ALL.len(), 116);
+    assert_eq!(Quirk::ALL.len(), 121);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -45,10 +45,16 @@ pub enum FeatureId {
     Timestamp = 0x0E,
     /// 0Fh: Keep Alive Timer (NVMe 1.2.1).
     KeepAliveTimer = 0x0F,
+    /// 81h: Host Identifier (NVM command set; 64-bit, or 128-bit with EXHID from 1.3).
+    HostIdentifier = 0x81,
+    /// 82h: Reservation Notification Mask (namespace specific).
+    ReservationNotificationMask = 0x82,
+    /// 83h: Reservation Persistence (namespace specific).
+    ReservationPersistence = 0x83,
 }
 
 impl FeatureId {
-    pub const ALL: [FeatureId; 15] = [
+    pub const ALL: [FeatureId; 18] = [
         Self::Arbitration,
         Self::PowerManagement,
         Self::LbaRangeType,
@@ -64,6 +70,9 @@ impl FeatureId {
         Self::HostMemoryBuffer,
         Self::Timestamp,
         Self::KeepAliveTimer,
+        Self::HostIdentifier,
+        Self::ReservationNotificationMask,
+        Self::ReservationPersistence,
     ];
 
     pub fn from_u8(value: u8) -> Option<Self> {
@@ -75,8 +84,13 @@ impl FeatureId {
     /// namespace once it carries DULBE (NVMe 1.3: DULBE is enabled for the namespace the
     /// NSID names; QEMU's 1.4 model reports it namespace specific too). For the others,
     /// a controller given a specific NSID may abort with Feature Not Namespace Specific.
+    /// Reservation Notification Mask and Reservation Persistence belong to a namespace
+    /// (§5.21.1, "Set Features – Feature Identifiers": NSID used).
     pub fn is_namespace_specific(self) -> bool {
-        matches!(self, Self::LbaRangeType | Self::ErrorRecovery)
+        matches!(
+            self,
+            Self::LbaRangeType | Self::ErrorRecovery | Self::ReservationNotificationMask | Self::ReservationPersistence
+        )
     }
 }
 

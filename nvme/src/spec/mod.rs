@@ -13,6 +13,7 @@ pub mod namespace;
 pub mod nvm;
 pub mod queue;
 pub mod registers;
+pub mod reservation;
 pub mod sanitize;
 pub mod status;
 pub mod version;

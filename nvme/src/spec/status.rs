@@ -82,6 +82,11 @@ impl Status {
     pub const INVALID_NAMESPACE_OR_FORMAT: Status = generic(0x0B);
     pub const COMMAND_SEQUENCE_ERROR: Status = generic(0x0C);
     pub const PRP_OFFSET_INVALID: Status = generic(0x13);
+    /// 18h: the NVM subsystem saw 64-bit and 128-bit Host Identifiers used at once
+    /// (Host Identifier feature, Reservation Report with EDS cleared).
+    pub const HOST_IDENTIFIER_INCONSISTENT_FORMAT: Status = generic(0x18);
+    /// 1Bh: the command was aborted by a Reservation Acquire with RACQA 010b.
+    pub const COMMAND_ABORTED_PREEMPT_AND_ABORT: Status = generic(0x1B);
     /// 1Ch: the most recent sanitize operation failed and no recovery action has completed (1.3).
     pub const SANITIZE_FAILED: Status = generic(0x1C);
     /// 1Dh: the command is prohibited while a sanitize operation is in progress (1.3).
@@ -90,6 +95,9 @@ impl Status {
     pub const LBA_OUT_OF_RANGE: Status = generic(0x80);
     pub const CAPACITY_EXCEEDED: Status = generic(0x81);
     pub const NAMESPACE_NOT_READY: Status = generic(0x82);
+    /// 83h: the command was aborted due to a conflict with a reservation held on the
+    /// namespace (§8.8), or a reservation command's key did not match.
+    pub const RESERVATION_CONFLICT: Status = generic(0x83);
     pub const FORMAT_IN_PROGRESS: Status = generic(0x84);
 
     // "Figure 129: Status Code – Command Specific Status Values"

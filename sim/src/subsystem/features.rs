@@ -5,7 +5,9 @@
 //! saved (no feature is saveable, so the saved value is the default) and supported
 //! capabilities. Save (SV) is refused with Feature Identifier Not Saveable.
 //! LBA Range Type (03h) is optional and not implemented: Invalid Field in Command, like
-//! any feature identifier the controller does not support.
+//! any feature identifier the controller does not support. Host Identifier (81h),
+//! Reservation Notification Mask (82h) and Reservation Persistence (83h) exist when the
+//! profile has reservations; their current values are [`super::reservation`]'s.
 
 use super::identify::WCTEMP;
 use super::Quirk;
@@ -17,6 +19,7 @@ use nvme::spec::features::{
     InterruptCoalescing, InterruptVectorConfiguration, NumberOfQueues, PowerManagement, Select, SetFeaturesFields,
     TemperatureThreshold, ThresholdType, VolatileWriteCache, WriteAtomicityNormal,
 };
+use nvme::spec::reservation::ReservationNotificationMask;
 use nvme::spec::{Command, Status, Version};
 use std::collections::BTreeMap;
 
@@ -41,6 +44,15 @@ pub struct Features {
     pub async_event_configuration: AsyncEventConfiguration,
     /// Bits of Asynchronous Event Configuration the controller implements.
     aec_supported: u32,
+    /// Features 81h–83h exist: the profile has reservations ([`super::reservation`]).
+    reservations: bool,
+    /// Host Identifier (81h): a 64-bit identifier in bytes 7:0, or 128 bits with EXHID;
+    /// all zeros when not specified.
+    pub host_identifier: [u8; 16],
+    /// EXHID of the identifier set (a non-zero 128-bit identifier is in use).
+    pub host_identifier_extended: bool,
+    /// Reservation Notification Mask (82h) per NSID (absent: nothing masked).
+    pub notification_masks: BTreeMap<u32, ReservationNotificationMask>,
 }
 
 impl Features {
@@ -72,7 +84,16 @@ impl Features {
             write_atomicity_normal: WriteAtomicityNormal::new(),
             async_event_configuration: AsyncEventConfiguration::new(),
             aec_supported,
+            reservations: profile.reservations.is_some(),
+            host_identifier: [0; 16],
+            host_identifier_extended: false,
+            notification_masks: BTreeMap::new(),
         }
+    }
+
+    /// The Reservation Notification Mask of namespace `nsid`.
+    pub fn notification_mask(&self, nsid: u32) -> ReservationNotificationMask {
+        self.notification_masks.get(&nsid).copied().unwrap_or(ReservationNotificationMask::new())
     }
 
     /// Asynchronous Event Configuration bit 8: Namespace Attribute Notices enabled.
@@ -98,6 +119,9 @@ impl Features {
             | FeatureId::WriteAtomicityNormal
             | FeatureId::AsyncEventConfiguration => true,
             FeatureId::VolatileWriteCache => self.volatile_write_cache.is_some(),
+            FeatureId::HostIdentifier | FeatureId::ReservationNotificationMask | FeatureId::ReservationPersistence => {
+                self.reservations
+            }
             _ => false,
         }
     }
@@ -133,6 +157,8 @@ impl Features {
             }
             FeatureId::WriteAtomicityNormal => self.write_atomicity_normal.into_bits(),
             FeatureId::AsyncEventConfiguration => self.async_event_configuration.into_bits(),
+            // The defaults: no Host Identifier, nothing masked, PTPL clear.
+            FeatureId::HostIdentifier | FeatureId::ReservationNotificationMask | FeatureId::ReservationPersistence => 0,
             _ => return Err(Status::INVALID_FIELD),
         })
     }
@@ -140,7 +166,7 @@ impl Features {
 
 impl Subsystem {
     /// Get Features (§5.13).
-    pub(super) fn get_features(&mut self, ctx: &mut ControllerContext, cmd: &Command, _data: &dyn DataPointer) -> Done {
+    pub(super) fn get_features(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
         let f = GetFeaturesFields::from_command(cmd);
         let features = &self.controller.features;
         let fid = match f.feature() {
@@ -152,6 +178,9 @@ impl Subsystem {
             if let Err(s) = self.feature_namespace(f.nsid) {
                 return Done::err(s);
             }
+        }
+        if f.sel == Select::Current && is_reservation_feature(fid) {
+            return self.reservation_feature_get(fid, f.nsid, data);
         }
         let result = match f.sel {
             // The allocation lives in the controller context, where the engine enforces it.
@@ -197,7 +226,7 @@ impl Subsystem {
     }
 
     /// Set Features (§5.21).
-    pub(super) fn set_features(&mut self, ctx: &mut ControllerContext, cmd: &Command, _data: &dyn DataPointer) -> Done {
+    pub(super) fn set_features(&mut self, ctx: &mut ControllerContext, cmd: &Command, data: &dyn DataPointer) -> Done {
         let f = SetFeaturesFields::from_command(cmd);
         let fid = match f.feature() {
             Some(fid) if self.controller.features.implemented(fid) => fid,
@@ -212,6 +241,9 @@ impl Subsystem {
         }
         if f.save {
             return Done::err(Status::FEATURE_NOT_SAVEABLE);
+        }
+        if is_reservation_feature(fid) {
+            return self.reservation_feature_set(fid, f.nsid, f.cdw11, data);
         }
         let features = &mut self.controller.features;
         let value = f.cdw11;
@@ -276,4 +308,12 @@ impl Subsystem {
         }
         Done::ok()
     }
+}
+
+/// Features 81h–83h, whose values live with reservations ([`super::reservation`]).
+fn is_reservation_feature(fid: FeatureId) -> bool {
+    matches!(
+        fid,
+        FeatureId::HostIdentifier | FeatureId::ReservationNotificationMask | FeatureId::ReservationPersistence
+    )
 }

@@ -13,7 +13,7 @@ use crate::profile::OptionalCommand;
 use nvme::spec::identify::{
     ascii_padded, encode_descriptor_list, Cmic, Cns, ControllerList, Dlfeat, Flbas, FlushBroadcast, Fpi, Frmw,
     IdentifyCdw10, IdentifyController, IdentifyNamespace, LbaFormat, Lpa, Mc, NamespaceList, Nmic, NsDescriptor, Oacs,
-    Oaes, Oncs, PowerStateDescriptor, Vwc,
+    Oaes, Oncs, PowerStateDescriptor, Rescap, Vwc,
 };
 use nvme::spec::{Status, Version};
 use zerocopy::little_endian::U128;
@@ -140,7 +140,8 @@ impl Subsystem {
             .with_write_uncorrectable(self.supports(OptionalCommand::WriteUncorrectable))
             .with_dataset_management(self.supports(OptionalCommand::DatasetManagement))
             .with_write_zeroes(self.supports(OptionalCommand::WriteZeroes))
-            .with_save_select(true);
+            .with_save_select(true)
+            .with_reservations(p.reservations.is_some());
         // FNA and SANICAP as the profile's erase section says (SANICAP: 1.3 and later;
         // the profile refuses a sanitize section on an older version).
         id.fna = p.erase.fna();
@@ -248,6 +249,7 @@ impl Subsystem {
         }
         id.nvmcap = U128::new(ns.capacity_bytes());
         id.nmic = Nmic::new().with_shared(ns.shared);
+        id.rescap = Rescap::from_bits(self.reservations().map_or(0, |m| m.rescap(self.version())));
         let (nguid, eui64) = self.reported_ids(ns);
         id.nguid = nguid;
         id.eui64 = eui64;

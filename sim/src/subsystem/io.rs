@@ -53,6 +53,12 @@ impl Subsystem {
             Some(NvmOpcode::DatasetManagement) if supported(OptionalCommand::DatasetManagement) => {
                 self.dataset_management(cmd, data)
             }
+            Some(NvmOpcode::ReservationRegister) if self.reservations().is_some() => {
+                self.reservation_register(cmd, data)
+            }
+            Some(NvmOpcode::ReservationAcquire) if self.reservations().is_some() => self.reservation_acquire(cmd, data),
+            Some(NvmOpcode::ReservationRelease) if self.reservations().is_some() => self.reservation_release(cmd, data),
+            Some(NvmOpcode::ReservationReport) if self.reservations().is_some() => self.reservation_report(cmd, data),
             _ => Done::err(Status::INVALID_COMMAND_OPCODE),
         }
     }

@@ -133,6 +133,9 @@ impl Subsystem {
                 ChangedNamespaceList::from_ids(&ids).as_bytes().to_vec()
             }
             Some(LogPageId::CommandsSupportedAndEffects) => self.commands_supported_and_effects().as_bytes().to_vec(),
+            Some(LogPageId::ReservationNotification) if self.reservations().is_some() => {
+                self.reservation_log_page(fields.rae)
+            }
             Some(LogPageId::SanitizeStatus) if self.profile.erase.sanitize.is_some() => {
                 self.sanitize_status_log(self.now_ns).as_bytes().to_vec()
             }
@@ -243,6 +246,16 @@ impl Subsystem {
                 io.push((op, effects));
             }
         }
+        if self.reservations().is_some() {
+            for op in [
+                NvmOpcode::ReservationRegister,
+                NvmOpcode::ReservationReport,
+                NvmOpcode::ReservationAcquire,
+                NvmOpcode::ReservationRelease,
+            ] {
+                io.push((op, supported));
+            }
+        }
         for (op, effects) in io {
             log.iocs[op as usize] = effects;
         }
@@ -278,7 +291,7 @@ fn note_change(
 
 /// Copies `page` to the host buffer of a `len`-byte transfer; bytes past the end of the
 /// page read as zero.
-fn to_host_padded(data: &dyn DataPointer, page: &[u8], len: u64) -> Result<(), Status> {
+pub(super) fn to_host_padded(data: &dyn DataPointer, page: &[u8], len: u64) -> Result<(), Status> {
     let dma = data.dma();
     let mut at = 0usize;
     let mut failed = None;

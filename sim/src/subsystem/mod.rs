@@ -9,7 +9,8 @@
 //!
 //! - [`media`]: sparse byte store; [`namespace`]: LBAs, formats, allocation state.
 //! - [`identify`], [`log`], [`features`], [`manage`]: the admin commands.
-//! - [`io`]: the NVM commands and the data path.
+//! - [`io`]: the NVM commands and the data path; [`reservation`]: reservations and the
+//!   access they leave each host.
 //! - [`power`]: what a power loss takes back, the power counters and ready times;
 //!   [`power_cycle`]: the commands, shutdown, power cut and power-on acting on it.
 //! - [`testing`]: a host-memory data pointer for tests without the queue engine.
@@ -42,6 +43,7 @@ pub mod namespace;
 pub mod power;
 pub mod power_cycle;
 pub mod quirk;
+pub mod reservation;
 pub mod sanitize;
 pub mod testing;
 
@@ -68,6 +70,8 @@ pub struct ControllerState {
     pub events: Vec<AsyncEvent>,
     /// The PCIe link of this controller's port is down ([`CommandSet::port_link`]).
     pub link_down: bool,
+    /// Reservation Notification log pages not yet read ([`reservation`]).
+    pub reservation_log: reservation::NoticeLog,
 }
 
 impl ControllerState {
@@ -80,6 +84,7 @@ impl ControllerState {
             errors: log::ErrorLog::default(),
             events: Vec::new(),
             link_down: false,
+            reservation_log: reservation::NoticeLog::default(),
         }
     }
 }
@@ -471,6 +476,9 @@ impl CommandSet for Subsystem {
             // Quirk `port-down-stalls-others`: another port's link down fails this one's
             // I/O (§2.4.1 Multi-Path I/O broken).
             return self.record(cmd, Done::err(Status::NAMESPACE_NOT_READY));
+        }
+        if let Some(conflict) = self.reservation_conflict(cmd) {
+            return self.record(cmd, Done::err(conflict));
         }
         let done = self.nvm_command(cmd, data);
         let writes = [NvmOpcode::Write, NvmOpcode::WriteZeroes, NvmOpcode::WriteUncorrectable];

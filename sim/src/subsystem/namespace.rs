@@ -8,6 +8,7 @@
 
 use super::crypt::Key;
 use super::media::{Media, OutOfMedia};
+use super::reservation::ReservationState;
 use std::collections::BTreeMap;
 
 /// The LBA format a namespace is formatted with (Figure 246), resolved from the table.
@@ -156,6 +157,8 @@ pub struct Namespace {
     allocated: Bitmap,
     /// Write Uncorrectable ranges: start LBA → end LBA (exclusive), disjoint.
     uncorrectable: BTreeMap<u64, u64>,
+    /// Registrants and the reservation (§8.8), kept by the NVM subsystem for the namespace.
+    pub reservation: ReservationState,
 }
 
 impl Namespace {
@@ -184,6 +187,7 @@ impl Namespace {
             metadata: Media::new(nsze * format.ms as u64, fill),
             allocated: Bitmap::new(nsze),
             uncorrectable: BTreeMap::new(),
+            reservation: ReservationState::default(),
         }
     }
 

@@ -95,6 +95,7 @@ impl Subsystem {
         self.power.off = true;
         self.power.pending = None;
         self.sanitize_power_cut();
+        self.reservations_power_cut();
         // Quirk `port-stale-data`: the ports' stale copies go with the power.
         self.forget_port_stale(super::NSID_ALL);
         // Quirk `atomic-write-torn`: writes within AWUPF tear like larger ones (§6.4 broken).
@@ -137,6 +138,7 @@ impl Subsystem {
         // Every controller's features, whichever port the host powers up through.
         for c in std::iter::once(&mut self.controller).chain(&mut self.others) {
             c.features = features::Features::new(&self.profile);
+            c.reservation_log = Default::default();
         }
         if !self.quirks.has(Quirk::PowerCountersNotIncremented) {
             self.health.power_cycles += 1;

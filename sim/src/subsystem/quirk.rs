@@ -438,6 +438,29 @@ pub enum Quirk {
     /// assigned when the namespace is created and preserved across controller
     /// operations, for the life of the namespace.
     NguidChangesAfterPowerCycle,
+    /// A write (Write Command Group) from a host that is not a registrant succeeds under
+    /// any reservation. Breaks NVMe 1.4 §8.8, figure "Command Behavior in the Presence of a
+    /// Reservation": a non-registrant's Write Command Group command is aborted with
+    /// Reservation Conflict under every reservation type.
+    ReservationNotEnforced,
+    /// Under an Exclusive Access – Registrants Only reservation a host that is not a
+    /// registrant may read. Breaks NVMe 1.4 §8.8, figure "Command Behavior in the Presence
+    /// of a Reservation": Read Command Group from a non-registrant, Exclusive Access –
+    /// Registrants Only: Reservation Conflict.
+    RegistrantsOnlyLetsAnyoneRead,
+    /// A power cut clears every namespace's registrations and reservation, even with the
+    /// Persist Through Power Loss state set. Breaks NVMe 1.4 §8.8 and §6.11 (CPTPL 11b /
+    /// Feature 83h PTPL): reservations and registrants persist across a power loss.
+    ReservationLostDespitePtpl,
+    /// A Preempt (or Preempt and Abort) adds no Reservation Notification log page and
+    /// raises no Asynchronous Event. Breaks NVMe 1.4 §8.8 and the Reservation
+    /// Notification log page (Get Log Page 80h, §5.14.1): a host whose registration is preempted gets a
+    /// Registration Preempted page and the Reservation Log Page Available event.
+    ReservationLogNotRaised,
+    /// A Release from a registrant that does not hold the reservation releases it. Breaks
+    /// NVMe 1.4 §8.8 "Releasing a Reservation": such a Release completes successfully but
+    /// has no effect on the reservation.
+    ReleaseByNonHolderReleases,
 }
 
 impl Quirk {
@@ -559,6 +582,11 @@ impl Quirk {
         Quirk::PortDownStallsOthers,
         Quirk::RemovedFunctionAnswers,
         Quirk::NguidChangesAfterPowerCycle,
+        Quirk::ReservationNotEnforced,
+        Quirk::RegistrantsOnlyLetsAnyoneRead,
+        Quirk::ReservationLostDespitePtpl,
+        Quirk::ReservationLogNotRaised,
+        Quirk::ReleaseByNonHolderReleases,
     ];
 
     /// The name a profile uses for this quirk.
@@ -680,6 +708,11 @@ impl Quirk {
             Quirk::PortDownStallsOthers => "port-down-stalls-others",
             Quirk::RemovedFunctionAnswers => "removed-function-answers",
             Quirk::NguidChangesAfterPowerCycle => "nguid-changes-after-power-cycle",
+            Quirk::ReservationNotEnforced => "reservation-not-enforced",
+            Quirk::RegistrantsOnlyLetsAnyoneRead => "registrants-only-lets-anyone-read",
+            Quirk::ReservationLostDespitePtpl => "reservation-lost-despite-ptpl",
+            Quirk::ReservationLogNotRaised => "reservation-log-not-raised",
+            Quirk::ReleaseByNonHolderReleases => "release-by-non-holder-releases",
         }
     }
 
