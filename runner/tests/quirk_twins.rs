@@ -239,6 +239,27 @@ const PROVEN_ON_OTHER_PROFILES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Quirks of a simulated feature whose suite cases are not written yet, each proven by
+/// the simulator's own test of the rule it breaks until they are (issue 13: the
+/// reservation cases of the dual-port suite). A quirk leaves this list when a case
+/// catches it.
+const AWAITING_A_SUITE_CASE: &[(&str, &str)] = &[
+    ("reservation-not-enforced", "subsystem_reservations::reservation_not_enforced_lets_a_non_registrant_write"),
+    (
+        "registrants-only-lets-anyone-read",
+        "subsystem_reservations::registrants_only_lets_anyone_read_lets_a_non_registrant_read",
+    ),
+    (
+        "reservation-lost-despite-ptpl",
+        "subsystem_reservations::reservation_lost_despite_ptpl_drops_registrations_at_a_power_cut",
+    ),
+    ("reservation-log-not-raised", "subsystem_reservations::reservation_log_not_raised_leaves_a_preempted_host_untold"),
+    (
+        "release-by-non-holder-releases",
+        "subsystem_reservations::release_by_non_holder_releases_takes_away_the_holders_reservation",
+    ),
+];
+
 /// Quirks that break no rule: behaviour the specification allows, kept to prove that
 /// nvtest passes it (and the test that proves it).
 const BREAK_NO_RULE: &[(&str, &str)] = &[
@@ -283,11 +304,12 @@ fn every_quirk_fails_some_case() {
             !TWINS.iter().any(|(_, _, q, _)| q == name)
                 && !known(PROVEN_ON_OTHER_PROFILES, name)
                 && !known(BREAK_NO_RULE, name)
+                && !known(AWAITING_A_SUITE_CASE, name)
                 && !WARNS.iter().any(|(_, _, q, _)| q == name)
         })
         .collect();
     assert!(idle.is_empty(), "quirks no suite case fails on: {idle:?}");
-    for (name, _) in PROVEN_ON_OTHER_PROFILES.iter().chain(BREAK_NO_RULE) {
+    for (name, _) in PROVEN_ON_OTHER_PROFILES.iter().chain(BREAK_NO_RULE).chain(AWAITING_A_SUITE_CASE) {
         assert!(Quirk::from_name(name).is_some(), "unknown quirk {name}");
     }
 }
