@@ -615,6 +615,62 @@ pub fn same_drive_after_reinsertion() -> Rule {
     )
 }
 
+/// Reservations: the command behaviour of each type toward each host.
+pub fn reservation_access() -> Rule {
+    rule(
+        "NVMe 1.4 §8.8 Reservations, figure Command Behavior in the Presence of a Reservation",
+        "under a reservation, a host's reads and writes of the namespace are carried out or aborted with \
+         Reservation Conflict as its type and the host's standing (holder, registrant, non-registrant) say",
+    )
+}
+
+/// Reservations: what Reservation Report returns.
+pub fn reservation_report() -> Rule {
+    rule(
+        "NVMe 1.4 §6.13 Reservation Report and its Reservation Status data structure",
+        "Reservation Report returns the namespace's reservation: its type (RTYPE) and every registered controller \
+         with its key and whether its host holds the reservation",
+    )
+}
+
+/// Reservations: Release and Clear.
+pub fn reservation_release() -> Rule {
+    rule(
+        "NVMe 1.4 §8.8 Reservations (releasing a reservation) and §6.12 Reservation Release",
+        "the holder's Release ends the reservation; a Release by a registrant that does not hold it completes and \
+         changes nothing; a Clear releases the reservation and removes every registrant",
+    )
+}
+
+/// Reservations: Preempt.
+pub fn reservation_preempt() -> Rule {
+    rule(
+        "NVMe 1.4 §8.8 Reservations (preempting a reservation) and §6.10 Reservation Acquire",
+        "a registrant's Acquire with Preempt and the holder's key as PRKEY removes the holder's registration and \
+         makes the preempting host the holder of a reservation of the type asked",
+    )
+}
+
+/// Reservations: the Reservation Notification log and its event.
+pub fn reservation_notification() -> Rule {
+    rule(
+        "NVMe 1.4 §8.8 Reservations and §5.14.1.16 Reservation Notification log page (80h)",
+        "a host whose registration is preempted gets a Reservation Notification log page of type Registration \
+         Preempted for the namespace, announced by an Asynchronous Event (I/O Command Specific status, \
+         Reservation Log Page Available), unless it masked that notification",
+    )
+}
+
+/// Reservations: Persist Through Power Loss.
+pub fn reservation_persistence() -> Rule {
+    rule(
+        "NVMe 1.4 §8.8 Reservations (Persist Through Power Loss), §6.11 Reservation Register (CPTPL) and Identify \
+         Namespace RESCAP bit 0",
+        "with Persist Through Power Loss set (CPTPL 11b, Reservation Report PTPLS 1), registrations and the \
+         reservation are kept through a power loss",
+    )
+}
+
 /// Dual port: a port's outage leaves the other ports serving.
 pub fn other_ports_serve() -> Rule {
     rule(

@@ -166,6 +166,16 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("dual-port", "private-namespace", "private-namespace-attached-twice", "Figure 267 (Namespace Is Private)"),
     ("dual-port", "port-down-under-load", "port-down-stalls-others", "§2.4.1 Multi-Path I/O"),
     ("dual-port", "both-ports-under-load", "port-stale-data", "§2.4.1 Multi-Path I/O"),
+    ("dual-port", "reservation-types", "reservation-not-enforced", "Command Behavior in the Presence of a Reservation"),
+    (
+        "dual-port",
+        "reservation-types",
+        "registrants-only-lets-anyone-read",
+        "Command Behavior in the Presence of a Reservation",
+    ),
+    ("dual-port", "reservation-types", "release-by-non-holder-releases", "§6.12 Reservation Release"),
+    ("dual-port", "reservation-preempt", "reservation-log-not-raised", "Reservation Notification log page (80h)"),
+    ("dual-port", "reservation-power-loss", "reservation-lost-despite-ptpl", "(Persist Through Power Loss)"),
     ("hot-plug", "surprise-removal", "removed-function-answers", "PCI Express Base Specification, Hot-Plug"),
     ("hot-plug", "surprise-removal", "nguid-changes-after-power-cycle", "Figure 245 (NGUID, EUI64)"),
     ("hot-plug", "surprise-removal", "flush-ignored", "§6.8 Flush command"),
@@ -239,27 +249,6 @@ const PROVEN_ON_OTHER_PROFILES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Quirks of a simulated feature whose suite cases are not written yet, each proven by
-/// the simulator's own test of the rule it breaks until they are (issue 13: the
-/// reservation cases of the dual-port suite). A quirk leaves this list when a case
-/// catches it.
-const AWAITING_A_SUITE_CASE: &[(&str, &str)] = &[
-    ("reservation-not-enforced", "subsystem_reservations::reservation_not_enforced_lets_a_non_registrant_write"),
-    (
-        "registrants-only-lets-anyone-read",
-        "subsystem_reservations::registrants_only_lets_anyone_read_lets_a_non_registrant_read",
-    ),
-    (
-        "reservation-lost-despite-ptpl",
-        "subsystem_reservations::reservation_lost_despite_ptpl_drops_registrations_at_a_power_cut",
-    ),
-    ("reservation-log-not-raised", "subsystem_reservations::reservation_log_not_raised_leaves_a_preempted_host_untold"),
-    (
-        "release-by-non-holder-releases",
-        "subsystem_reservations::release_by_non_holder_releases_takes_away_the_holders_reservation",
-    ),
-];
-
 /// Quirks that break no rule: behaviour the specification allows, kept to prove that
 /// nvtest passes it (and the test that proves it).
 const BREAK_NO_RULE: &[(&str, &str)] = &[
@@ -304,12 +293,11 @@ fn every_quirk_fails_some_case() {
             !TWINS.iter().any(|(_, _, q, _)| q == name)
                 && !known(PROVEN_ON_OTHER_PROFILES, name)
                 && !known(BREAK_NO_RULE, name)
-                && !known(AWAITING_A_SUITE_CASE, name)
                 && !WARNS.iter().any(|(_, _, q, _)| q == name)
         })
         .collect();
     assert!(idle.is_empty(), "quirks no suite case fails on: {idle:?}");
-    for (name, _) in PROVEN_ON_OTHER_PROFILES.iter().chain(BREAK_NO_RULE).chain(AWAITING_A_SUITE_CASE) {
+    for (name, _) in PROVEN_ON_OTHER_PROFILES.iter().chain(BREAK_NO_RULE) {
         assert!(Quirk::from_name(name).is_some(), "unknown quirk {name}");
     }
 }

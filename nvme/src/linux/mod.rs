@@ -512,6 +512,27 @@ impl Device for LinuxDevice {
         (pt.metadata, pt.metadata_len) = attach_buffer(cmd.opcode, metadata, &format!("{what}, metadata"))?;
         match self.backend.io(&node, &mut pt) {
             Ok(ret) => completion(ret, pt.result, qid, &what),
+            // The node was the namespace's when the view was read; after a rescan (a
+            // power cycle by remove and rescan) the kernel may have given the namespace
+            // another one: read the view again and, if it moved, send the command there.
+            Err(e @ (Errno::EINVAL | Errno::ENODEV | Errno::ENXIO | Errno::ENOENT)) => {
+                self.refresh()?;
+                match self.generic_node(cmd.nsid) {
+                    Ok((moved, _)) if moved != node => {
+                        self.diagnostics.push(format!(
+                            "{what}: {} after a rescan; sent again on {}, the namespace's device now",
+                            errno_name(e),
+                            moved.display()
+                        ));
+                        let what = command_name(false, &cmd, Some(&moved));
+                        match self.backend.io(&moved, &mut pt) {
+                            Ok(ret) => completion(ret, pt.result, qid, &what),
+                            Err(e) => Err(errno_error(e, &what, timeout)),
+                        }
+                    }
+                    _ => Err(errno_error(e, &what, timeout)),
+                }
+            }
             Err(e) => Err(errno_error(e, &what, timeout)),
         }
     }

@@ -33,6 +33,7 @@ pub mod port_outage;
 pub mod ports;
 pub mod power_fail;
 mod readback;
+pub mod reservations;
 mod resolve;
 pub mod workload;
 
@@ -351,6 +352,9 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         Step::DeleteAllNamespaces {} => namespaces::delete_all(ctx),
         Step::Port { number } => ports::select(ctx, *number),
         Step::PrivateNamespace {} => ports::private_namespace(ctx),
+        Step::ReservationAccess { ns } => reservations::access(ctx, ns),
+        Step::ReservationPreempt { ns } => reservations::preempt(ctx, ns),
+        Step::ReservationPowerLoss { ns } => reservations::power_loss(ctx, ns),
         Step::PortOutage(o) => port_outage::port_outage(ctx, o),
         Step::ExistingNamespaces {} => namespaces::existing_namespaces(ctx),
         Step::ControllerReset {} => {

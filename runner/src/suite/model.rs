@@ -453,6 +453,29 @@ pub enum Step {
     /// controller lists (CNS 12h) must name port 1's CNTLID alone. A namespace the step
     /// attached is detached again, one it created deleted.
     PrivateNamespace {},
+    /// Reservations across two hosts (port 1's and port 2's, each given a Host Identifier
+    /// of its own) on shared namespace `ns`: for every type RESCAP advertises, port 1's
+    /// host acquires it; a read and a write from the holder, from port 2 as a registrant
+    /// and as a non-registrant succeed or end in Reservation Conflict as NVMe 1.4 §8.8's
+    /// figure "Command Behavior in the Presence of a Reservation" says; a Release by a
+    /// registrant that holds nothing changes nothing; the holder's Release ends it.
+    ReservationAccess {
+        #[schemars(with = "super::schema::OneNamespace")]
+        ns: NsRef,
+    },
+    /// Port 2's host preempts port 1's reservation (Reservation Acquire, Preempt): port 1's
+    /// registration is removed, port 2's host holds the reservation, and port 1's host is
+    /// told (an Asynchronous Event, log page 80h Registration Preempted).
+    ReservationPreempt {
+        #[schemars(with = "super::schema::OneNamespace")]
+        ns: NsRef,
+    },
+    /// A registration made with CPTPL 11b (Persist Through Power Loss) and its
+    /// reservation survive a power cycle. Skips on a target without a power switch.
+    ReservationPowerLoss {
+        #[schemars(with = "super::schema::OneNamespace")]
+        ns: NsRef,
+    },
     /// Sets up the case's namespace set read only: every active namespace as the drive
     /// has it (Identify CNS 02h, then Identify Namespace each); nothing is created,
     /// attached, formatted or written. The case is skipped when none is active.

@@ -300,6 +300,9 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
         Step::DeallocateAll { ns }
         | Step::Flush { ns }
         | Step::ExpectNamespaceChanged { ns }
+        | Step::ReservationAccess { ns }
+        | Step::ReservationPreempt { ns }
+        | Step::ReservationPowerLoss { ns }
         | Step::FormatEachLbaFormat { ns } => {
             parts.ns(at("ns"), ns, NsUse::One);
         }
