@@ -516,9 +516,20 @@ impl Device for LinuxDevice {
             // power cycle by remove and rescan) the kernel may have given the namespace
             // another one: read the view again and, if it moved, send the command there.
             Err(e @ (Errno::EINVAL | Errno::ENODEV | Errno::ENXIO | Errno::ENOENT)) => {
-                self.refresh()?;
-                match self.generic_node(cmd.nsid) {
-                    Ok((moved, _)) if moved != node => {
+                // The kernel may still be renaming: looked at for up to a second.
+                let mut found = None;
+                for _ in 0..10 {
+                    self.refresh()?;
+                    match self.generic_node(cmd.nsid) {
+                        Ok((moved, _)) if moved != node => {
+                            found = Some(moved);
+                            break;
+                        }
+                        _ => std::thread::sleep(Duration::from_millis(100)),
+                    }
+                }
+                match found {
+                    Some(moved) => {
                         self.diagnostics.push(format!(
                             "{what}: {} after a rescan; sent again on {}, the namespace's device now",
                             errno_name(e),
@@ -530,7 +541,7 @@ impl Device for LinuxDevice {
                             Err(e) => Err(errno_error(e, &what, timeout)),
                         }
                     }
-                    _ => Err(errno_error(e, &what, timeout)),
+                    None => Err(errno_error(e, &what, timeout)),
                 }
             }
             Err(e) => Err(errno_error(e, &what, timeout)),
