@@ -312,7 +312,11 @@ pub fn run_during(
                 break Err(EngineError::Cancelled(reason));
             }
         }
-        if removed_at.is_none() {
+        // After a removal the host, not told, goes on only while it has nothing in
+        // flight: a command it sends then is what it finds the drive gone with (QEMU
+        // completes everything in flight as the function leaves).
+        let idle_host = removed_at.is_some() && (0..run.jobs.len()).all(|q| io.outstanding(q) == 0);
+        if removed_at.is_none() || idle_host {
             if let Err(e) = run.submit_due(io, now, journal) {
                 break Err(e);
             }
