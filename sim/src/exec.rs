@@ -174,6 +174,13 @@ pub trait CommandSet {
     /// quirk looks at this.
     fn port_link(&mut self, _cntlid: u16, _up: bool) {}
 
+    /// A test hook: ANA group `anagrpid` goes into ANA state `state` (raw, §8.20.3) as
+    /// controller `cntlid` sees it, as a real drive's failover does on its own. `Err`
+    /// says why not (no ANA reporting, no such group, a reserved state).
+    fn set_ana_state(&mut self, _cntlid: u16, _anagrpid: u32, _state: u8) -> Result<(), String> {
+        Err("the drive does not report Asymmetric Namespace Access".into())
+    }
+
     /// The power went: what was not durable is lost (random choices drawn from `seed`).
     fn power_cut(&mut self, _seed: u64) {}
 

@@ -194,7 +194,9 @@ pub struct AnaLog {
 pub enum AnaLogError {
     #[error("the page is {len} bytes: shorter than its 16-byte header")]
     NoHeader { len: usize },
-    #[error("the header announces {ngrps} group descriptors but the page ends ({len} bytes) inside descriptor {index}")]
+    #[error(
+        "the header announces {ngrps} group descriptors but the page ends ({len} bytes) inside descriptor {index}"
+    )]
     Truncated { ngrps: u16, index: u16, len: usize },
 }
 
@@ -329,8 +331,9 @@ mod tests {
     #[test]
     fn a_cut_page_is_an_error_not_a_panic() {
         assert_eq!(AnaLog::parse(&[0u8; 8]), Err(AnaLogError::NoHeader { len: 8 }));
-        let mut bytes = AnaLog { chgcnt: 1, groups: vec![AnaGroup { anagrpid: 1, chgcnt: 0, state: 1, nsids: vec![1] }] }
-            .to_bytes(false);
+        let mut bytes =
+            AnaLog { chgcnt: 1, groups: vec![AnaGroup { anagrpid: 1, chgcnt: 0, state: 1, nsids: vec![1] }] }
+                .to_bytes(false);
         bytes.truncate(bytes.len() - 2);
         assert!(matches!(AnaLog::parse(&bytes), Err(AnaLogError::Truncated { index: 0, .. })));
         // NNSID far larger than the page.
