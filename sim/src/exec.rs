@@ -28,6 +28,12 @@ impl Done {
     pub const fn err(status: Status) -> Done {
         Done { status: status.dnr(), dw0: 0 }
     }
+
+    /// A failed command that a retry may carry out (later, or on another path): DNR clear,
+    /// as the ANA path related statuses need for a host to fail over (§8.20.3).
+    pub const fn retryable(status: Status) -> Done {
+        Done { status, dw0: 0 }
+    }
 }
 
 impl From<Status> for Done {

@@ -217,6 +217,7 @@ fn the_hook_and_the_notice_reach_port_2_through_its_driver() {
     let mut block = vec![0u8; 512];
     let c = b.io(1, nvm::read(1, 0, 0), Data::FromDevice(&mut block), Data::None).unwrap();
     assert!(c.status().same_code(&Status::ASYMMETRIC_ACCESS_INACCESSIBLE), "{}", c.status());
+    assert!(!c.status().dnr, "DNR clear: the host may retry on another path");
     let c = a.io(1, nvm::read(1, 0, 0), Data::FromDevice(&mut block), Data::None).unwrap();
     assert!(c.status().is_success());
 }

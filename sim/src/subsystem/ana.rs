@@ -26,7 +26,8 @@
 //!   bit 11 enables it, then no other until the host reads log 0Ch without RAE.
 //! - Through a controller that sees a group Inaccessible, Persistent Loss or Change,
 //!   every NVM command on a namespace of the group, and Format NVM of it, completes with
-//!   Asymmetric Access Inaccessible, Persistent Loss or Transition; the other admin
+//!   Asymmetric Access Inaccessible, Persistent Loss or Transition, DNR clear (the host
+//!   may retry it on another path); the other admin
 //!   commands (Identify, Get Log Page, features, attachment) are processed.
 
 use super::{Quirk, Subsystem};

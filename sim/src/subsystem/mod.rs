@@ -444,7 +444,7 @@ impl CommandSet for Subsystem {
             return self.record(cmd, Done::err(refused));
         }
         if let Some(refused) = self.ana_refusal(cmd, true) {
-            return self.record(cmd, Done::err(refused));
+            return self.record(cmd, Done::retryable(refused));
         }
         let done = match AdminOpcode::from_u8(cmd.opcode) {
             Some(AdminOpcode::Identify) => self.identify(cmd, data),
@@ -489,8 +489,9 @@ impl CommandSet for Subsystem {
             return self.record(cmd, Done::err(Status::NAMESPACE_NOT_READY));
         }
         if let Some(refused) = self.ana_refusal(cmd, false) {
-            // The path this controller offers to the namespace's ANA group (§8.20.3).
-            return self.record(cmd, Done::err(refused));
+            // The path this controller offers to the namespace's ANA group (§8.20.3): DNR
+            // clear, the host may retry on another path.
+            return self.record(cmd, Done::retryable(refused));
         }
         if let Some(conflict) = self.reservation_conflict(cmd) {
             return self.record(cmd, Done::err(conflict));
