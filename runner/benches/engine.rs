@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use nvme::device::{Access, Data, Device, DeviceError, HostFault, Registers};
 use nvme::driver::{ArbitrationMechanism, Controller, Options, Reaped, Transfer};
 use nvme::queued::{QueueSpec, QueuedIo};
+use nvme::spec::identify::AtomicWrite;
 use nvme::spec::queue::QueuePriority;
 use nvme::spec::{Command, Completion};
 use nvme_sim::bench::{stamp_blocks, RamSet, ReadLoop, BLOCK};
@@ -116,7 +117,10 @@ impl Drive {
                 (targets::open_sim(profile)?, dealloc_read)
             }
         };
-        Ok((device, Namespace { nsid: 1, block_size: BLOCK as u64, nsze: blocks, dealloc_read }))
+        Ok((
+            device,
+            Namespace { nsid: 1, block_size: BLOCK as u64, nsze: blocks, dealloc_read, atomic: AtomicWrite::ONE_BLOCK },
+        ))
     }
 }
 

@@ -219,6 +219,9 @@ impl Session {
                 break;
             }
         }
+        if verdict == Verdict::Pass && !ctx.warnings.is_empty() {
+            verdict = Verdict::Warning(ctx.warnings.remove(0));
+        }
         (verdict, ctx.log, ctx.controller_lost, ctx.figures)
     }
 

@@ -64,8 +64,13 @@ pub fn run(controller: &Path, nsid: u32, plan: BenchPlan, say: &mut dyn FnMut(&s
             REGION_BYTES >> 20
         ));
     }
-    let namespace =
-        Namespace { nsid, block_size, nsze: id.nsze, dealloc_read: nvme::spec::identify::DeallocatedRead::NotReported };
+    let namespace = Namespace {
+        nsid,
+        block_size,
+        nsze: id.nsze,
+        dealloc_read: nvme::spec::identify::DeallocatedRead::NotReported,
+        atomic: nvme::spec::identify::AtomicWrite::ONE_BLOCK,
+    };
     let region = REGION_BYTES / block_size;
     let mut map = HostMap::new();
     let job = |name: &str, mix: Mix, pattern: Pattern, blocks: u32, depth: u32, end: End| Job {

@@ -679,3 +679,11 @@ pub fn other_ports_serve() -> Rule {
          controllers of the other ports carry out their commands, and the shared namespaces keep their data",
     )
 }
+
+pub fn atomic_write_normal() -> Rule {
+    rule(
+        "NVMe 1.4 §6.4.1 AWUN/NAWUN (Atomic Operations)",
+        "a write of at most AWUN + 1 (NAWUN + 1) blocks that crosses no atomic boundary is atomic with respect to \
+         other read or write commands: a read racing it returns each block's old data or its new data, not a mix",
+    )
+}

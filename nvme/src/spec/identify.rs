@@ -1038,6 +1038,37 @@ impl Default for IdentifyNamespace {
     }
 }
 
+/// Which writes a namespace performs atomically in normal operation (NVMe 1.4 §6.4.1):
+/// one of at most `blocks` logical blocks that crosses no atomic boundary is atomic "with
+/// respect to other read or write commands". From
+/// [`IdentifyNamespace::atomic_write_normal`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AtomicWrite {
+    /// AWUN or NAWUN + 1.
+    pub blocks: u64,
+    /// The atomic boundary size in blocks (NABSN + 1) and its offset (NABO), if any.
+    pub boundary: Option<(u64, u64)>,
+}
+
+impl AtomicWrite {
+    /// The least any controller guarantees: one logical block (AWUN 0h), no boundaries.
+    pub const ONE_BLOCK: AtomicWrite = AtomicWrite { blocks: 1, boundary: None };
+
+    /// Whether a write of `nlb` blocks (1-based) from `slba` is atomic.
+    pub fn covers(&self, slba: u64, nlb: u64) -> bool {
+        if nlb == 0 || nlb > self.blocks {
+            return false;
+        }
+        match self.boundary {
+            None => true,
+            Some((size, offset)) => {
+                let unit = |lba: u64| (lba as i128 - offset as i128).div_euclid(size as i128);
+                unit(slba) == unit(slba + nlb - 1)
+            }
+        }
+    }
+}
+
 impl IdentifyNamespace {
     /// The host-specified data of a Namespace Management create (NVMe 1.4 §5.20, the
     /// "Namespace Management – Host Software Specified Fields" figure: NSZE, NCAP,
@@ -1073,6 +1104,18 @@ impl IdentifyNamespace {
     /// [`LbaFormat::data_size`]).
     pub fn lba_data_size(&self) -> Option<u64> {
         self.lba_format_in_use()?.data_size()
+    }
+
+    /// The writes this namespace performs atomically with respect to other commands
+    /// (NVMe 1.4 §6.4.1 "AWUN/NAWUN" and §6.4.3 "Atomic Boundaries"), given the
+    /// controller's AWUN: NAWUN where NSFEAT bit 1 defines it and it is not 0 (0 means
+    /// "as AWUN"), else AWUN; NABSN + 1 blocks from NABO apart where NSFEAT bit 1 is set
+    /// and NABSN is not 0 (0: no atomic boundaries).
+    pub fn atomic_write_normal(&self, awun: u16) -> AtomicWrite {
+        let own = self.nsfeat.nsabp();
+        let unit = if own && self.nawun != 0 { self.nawun } else { awun };
+        let boundary = (own && self.nabsn != 0).then_some((self.nabsn as u64 + 1, self.nabo as u64));
+        AtomicWrite { blocks: unit as u64 + 1, boundary }
     }
 
     /// The LBA formats the namespace supports (LBAF0 to LBAF`NLBAF`).
@@ -1316,6 +1359,25 @@ pub fn encode_descriptor_list(descriptors: &[NsDescriptor]) -> Result<[u8; IDENT
 mod tests {
     use super::*;
     use core::mem::offset_of;
+
+    #[test]
+    fn a_write_is_atomic_within_awun_or_nawun_and_inside_an_atomic_boundary() {
+        let mut ns = IdentifyNamespace::new_zeroed();
+        // NSFEAT bit 1 clear: AWUN alone (0's based), no boundaries.
+        ns.nawun = 15;
+        let unit = ns.atomic_write_normal(3);
+        assert_eq!(unit, AtomicWrite { blocks: 4, boundary: None });
+        assert!(unit.covers(7, 4) && !unit.covers(7, 5) && !unit.covers(7, 0));
+        // NSFEAT bit 1 set: NAWUN (0 would mean "as AWUN"), boundaries every NABSN + 1 from NABO.
+        ns.nsfeat.set_nsabp(true);
+        ns.nabsn = 7;
+        ns.nabo = 2;
+        let unit = ns.atomic_write_normal(3);
+        assert_eq!(unit, AtomicWrite { blocks: 16, boundary: Some((8, 2)) });
+        assert!(unit.covers(2, 8) && unit.covers(0, 2) && !unit.covers(1, 2) && !unit.covers(9, 2));
+        ns.nawun = 0;
+        assert_eq!(ns.atomic_write_normal(3).blocks, 4);
+    }
 
     #[test]
     fn identify_cdw10_carries_cns_in_7_0_and_cntid_in_31_16() {

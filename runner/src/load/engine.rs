@@ -9,6 +9,10 @@
 //! - **Reads** are judged as they complete against the map. A block that a write or
 //!   deallocate touched while the read was in flight may hold either what it held before
 //!   or what that command put there: those blocks are judged against each possibility.
+//!   A block torn between them (each byte the old data's or the new's) is allowed when
+//!   the write was not atomic (larger than AWUN/NAWUN or across an atomic boundary, or a
+//!   deallocate: NVMe 1.4 §6.4.1 guarantees nothing then); after an atomic write it is
+//!   counted apart ([`Outcome::torn_reads`]), for the case to judge.
 //! - **Rates** are open loop: command `n` of a job is due at `start + n / rate` (or by
 //!   bytes), submitted as soon as it is due and the queue has room.
 //! - **Stopping**: at [`Stop::At`] the engine stops at once and reports the commands in
@@ -89,6 +93,13 @@ pub struct Outcome {
     /// Reads judged wrong: the first few, and how many in all.
     pub wrong_reads: Vec<WrongRead>,
     pub wrong_read_count: u64,
+    /// Reads that came back torn (a mix of old and new data) while an atomic write of
+    /// their blocks (NVMe 1.4 §6.4.1) was in flight: the first few, and how many.
+    pub torn_reads: Vec<WrongRead>,
+    pub torn_read_count: u64,
+    /// Reads that came back torn while a write beyond the atomic write unit (or a
+    /// deallocate) raced them: allowed, counted.
+    pub torn_reads_allowed: u64,
     /// Commands that completed with an error status: the first few, and how many.
     pub failed: Vec<FailedCommand>,
     pub failed_count: u64,
@@ -165,6 +176,11 @@ struct Pending {
     submitted_ns: u64,
     /// Other contents blocks of a read may legally have (a write raced it).
     alternatives: Vec<Segment>,
+    /// Blocks of a read (first, count) that a non-atomic change raced: they may come
+    /// back torn between the contents above.
+    tearable: Vec<(u64, u64)>,
+    /// A Write within the namespace's atomic write unit (§6.4.1).
+    atomic: bool,
     /// What a deallocate leaves in its blocks (from the map when it was submitted).
     new_states: Vec<Segment>,
 }
@@ -465,6 +481,9 @@ impl<'m> Run<'m> {
                 jobs: Vec::new(),
                 wrong_reads: Vec::new(),
                 wrong_read_count: 0,
+                torn_reads: Vec::new(),
+                torn_read_count: 0,
+                torn_reads_allowed: 0,
                 failed: Vec::new(),
                 failed_count: 0,
                 in_flight_at_stop: Vec::new(),
@@ -599,6 +618,8 @@ impl<'m> Run<'m> {
             fua,
             submitted_ns: now,
             alternatives: Vec::new(),
+            tearable: Vec::new(),
+            atomic: op == Op::Write && ns.atomic.covers(lba, n),
             new_states: Vec::new(),
         };
         let cid = match op {
@@ -607,6 +628,9 @@ impl<'m> Run<'m> {
                 for (first, count, q, cid) in in_flight_over(&self.changing, ns.nsid, lba, n) {
                     if let Some(Some(w)) = self.pending.get(q).and_then(|p| p.get(cid as usize)) {
                         pending.alternatives.extend(leaves(w, self.seed, first, count));
+                        if !w.atomic {
+                            pending.tearable.push((first, count));
+                        }
                     }
                 }
                 io.submit(
@@ -676,6 +700,9 @@ impl<'m> Run<'m> {
             for read in slots.iter_mut().flatten().filter(|p| p.op == Op::Read) {
                 if let Some((first, count)) = read.overlap(cmd.nsid, s.first, s.count) {
                     read.alternatives.push(Segment { first, count, state: s.state });
+                    if !cmd.atomic {
+                        read.tearable.push((first, count));
+                    }
                 }
             }
         }
@@ -766,13 +793,25 @@ impl<'m> Run<'m> {
         };
         self.outcome.reads_judged += 1;
         self.outcome.blocks_judged += p.blocks;
-        let first_wrong = match judge_range(data, ns.nsid, p.lba, size, self.map, ns.dealloc_read) {
+        let raced = match judge_range(data, ns.nsid, p.lba, size, self.map, ns.dealloc_read) {
             Ok(_) => return,
             Err(JudgeError::Layout(_)) => return,
-            Err(JudgeError::Mismatch(m)) if p.alternatives.is_empty() => Some(*m),
-            Err(JudgeError::Mismatch(_)) => self.judge_raced(p, data, size.bytes()),
+            Err(JudgeError::Mismatch(m)) if p.alternatives.is_empty() => Raced { wrong: Some(*m), ..Raced::default() },
+            Err(JudgeError::Mismatch(_)) => self.judge_raced(p, data, size),
         };
-        if let Some(mismatch) = first_wrong {
+        self.outcome.torn_reads_allowed += u64::from(raced.torn_allowed > 0);
+        if let Some(mismatch) = raced.torn_atomic.filter(|_| raced.wrong.is_none()) {
+            self.outcome.torn_read_count += 1;
+            if self.outcome.torn_reads.len() < KEPT {
+                self.outcome.torn_reads.push(WrongRead {
+                    job: self.jobs[q].name.clone(),
+                    what: p.what(),
+                    mismatch,
+                    raced: true,
+                });
+            }
+        }
+        if let Some(mismatch) = raced.wrong {
             self.outcome.wrong_read_count += 1;
             if self.outcome.wrong_reads.len() < KEPT {
                 self.outcome.wrong_reads.push(WrongRead {
@@ -786,28 +825,42 @@ impl<'m> Run<'m> {
     }
 
     /// Judges a raced read block by block: each block may hold what the map says or any
-    /// alternative over it. The first block that holds none of them, as a mismatch.
-    fn judge_raced(&self, p: &Pending, data: &[u8], block_bytes: usize) -> Option<Mismatch> {
-        let dealloc = self.jobs.iter().find(|j| j.namespace.nsid == p.nsid).map(|j| j.namespace.dealloc_read)?;
-        let mut first = None;
+    /// alternative over it, or, torn, each byte from one of them. The first block that
+    /// holds none of them is wrong; a torn block is allowed where a non-atomic change raced
+    /// it, else noted as torn under an atomic write.
+    fn judge_raced(&self, p: &Pending, data: &[u8], size: BlockSize) -> Raced {
+        let Some(dealloc) = self.jobs.iter().find(|j| j.namespace.nsid == p.nsid).map(|j| j.namespace.dealloc_read)
+        else {
+            return Raced::default();
+        };
+        let mut raced = Raced::default();
         let mut wrong = 0;
-        for (i, block) in data.chunks_exact(block_bytes).enumerate() {
+        let mut torn = 0;
+        for (i, block) in data.chunks_exact(size.bytes()).enumerate() {
             let lba = p.lba + i as u64;
             let now = self.map.state_at(p.nsid, lba);
             let Err(JudgeError::Mismatch(m)) = judge_block(block, p.nsid, lba, now, dealloc) else {
                 continue;
             };
-            let other = p
-                .alternatives
-                .iter()
-                .filter(|s| (s.first..s.first + s.count).contains(&lba))
-                .any(|s| judge_block(block, p.nsid, lba, s.state, dealloc).is_ok());
-            if !other {
+            let over = |s: &&Segment| (s.first..s.first + s.count).contains(&lba);
+            if p.alternatives.iter().filter(over).any(|s| judge_block(block, p.nsid, lba, s.state, dealloc).is_ok()) {
+                continue;
+            }
+            let states: Vec<Expectation> =
+                std::iter::once(now).chain(p.alternatives.iter().filter(over).map(|s| s.state)).collect();
+            if !torn_between(block, p.nsid, lba, size, &states) {
                 wrong += 1;
-                first.get_or_insert(*m);
+                raced.wrong.get_or_insert(*m);
+            } else if p.tearable.iter().any(|&(first, count)| (first..first + count).contains(&lba)) {
+                raced.torn_allowed += 1;
+            } else {
+                torn += 1;
+                raced.torn_atomic.get_or_insert(*m);
             }
         }
-        first.map(|m| Mismatch { wrong_blocks: wrong, blocks_judged: p.blocks, ..m })
+        raced.wrong = raced.wrong.map(|m| Mismatch { wrong_blocks: wrong, blocks_judged: p.blocks, ..m });
+        raced.torn_atomic = raced.torn_atomic.map(|m| Mismatch { wrong_blocks: torn, blocks_judged: p.blocks, ..m });
+        raced
     }
 
     fn finish(mut self, start: u64, end: u64) -> Outcome {
@@ -875,6 +928,32 @@ fn leaves(cmd: &Pending, seed: u64, first: u64, count: u64) -> Vec<Segment> {
     }
 }
 
+/// How a raced read's blocks came back: the first wrong one (with how many), the first
+/// torn under an atomic write (with how many), and how many torn where tearing is allowed.
+#[derive(Default)]
+struct Raced {
+    wrong: Option<Mismatch>,
+    torn_atomic: Option<Mismatch>,
+    torn_allowed: u64,
+}
+
+/// Whether `block` is a mix of two or more of the written contents `states` allows, each
+/// byte one of theirs (a read served while a write was copying its data in).
+fn torn_between(block: &[u8], nsid: u32, lba: u64, block_size: BlockSize, states: &[Expectation]) -> bool {
+    let written: Vec<Vec<u8>> = states
+        .iter()
+        .filter_map(|s| match *s {
+            Expectation::Written { generation, seed } => {
+                let mut expected = vec![0u8; block.len()];
+                let tag = BlockTag { nsid, lba, generation, seed, block_size };
+                fill_blocks(&mut expected, &tag).ok().map(|()| expected)
+            }
+            _ => None,
+        })
+        .collect();
+    written.len() >= 2 && block.iter().enumerate().all(|(i, b)| written.iter().any(|w| w[i] == *b))
+}
+
 fn overlaps(changing: &BTreeMap<u32, BTreeMap<u64, (u64, usize, u16)>>, nsid: u32, first: u64, count: u64) -> bool {
     !in_flight_over(changing, nsid, first, count).is_empty()
 }
@@ -915,7 +994,13 @@ mod tests {
     use crate::load::job::{Mix, Namespace};
     use crate::load::journal::MemoryJournal;
 
-    const NS: Namespace = Namespace { nsid: 1, block_size: 512, nsze: 4096, dealloc_read: DeallocatedRead::Zeroes };
+    const NS: Namespace = Namespace {
+        nsid: 1,
+        block_size: 512,
+        nsze: 4096,
+        dealloc_read: DeallocatedRead::Zeroes,
+        atomic: nvme::spec::identify::AtomicWrite::ONE_BLOCK,
+    };
 
     fn job(name: &str, mix: Mix, pattern: Pattern, blocks: u64, end: End) -> Job {
         Job {
@@ -1086,5 +1171,22 @@ mod tests {
         let work = Workload { jobs: vec![j], seed: 1, drain: true };
         let e = refused(&mut io, &work);
         assert!(e.to_string().contains("adds up to 50%"), "{e}");
+    }
+
+    #[test]
+    fn a_block_is_torn_only_when_every_byte_is_one_of_two_contents() {
+        let size = BlockSize::new(512).unwrap();
+        let states = [Expectation::Written { generation: 1, seed: 9 }, Expectation::Written { generation: 2, seed: 9 }];
+        let mut old = vec![0u8; 512];
+        let mut new = vec![0u8; 512];
+        fill_blocks(&mut old, &BlockTag { nsid: 1, lba: 5, generation: 1, seed: 9, block_size: size }).unwrap();
+        fill_blocks(&mut new, &BlockTag { nsid: 1, lba: 5, generation: 2, seed: 9, block_size: size }).unwrap();
+        let mut torn = old.clone();
+        torn[0xa0..].copy_from_slice(&new[0xa0..]);
+        assert!(torn_between(&torn, 1, 5, size, &states));
+        // One content alone is no mix of two; neither is a block with a byte of neither.
+        assert!(!torn_between(&torn, 1, 5, size, &states[..1]));
+        torn[0x1f0] = !(old[0x1f0] | new[0x1f0]);
+        assert!(!torn_between(&torn, 1, 5, size, &states));
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use nvme::spec::identify::AtomicWrite;
 use nvme::spec::queue::QueuePriority;
 
 use crate::data::judge::DeallocatedRead;
@@ -112,6 +113,9 @@ pub struct Namespace {
     pub nsze: u64,
     /// What reads of deallocated blocks return (DLFEAT).
     pub dealloc_read: DeallocatedRead,
+    /// Which writes are atomic with respect to reads (AWUN/NAWUN, NABSN/NABO): a read that
+    /// a larger write races may come back torn, a mix of old and new data.
+    pub atomic: AtomicWrite,
 }
 
 /// One job: a stream of commands on its own I/O queue.

@@ -192,6 +192,7 @@ fn shares(ctx: &mut CaseContext<'_>, check: Check) -> StepResult {
         block_size: member.block_size,
         nsze: member.nsze,
         dealloc_read: member.dealloc_read,
+        atomic: member.atomic,
     };
     let cap = read_cap(ctx)?;
     let depth = DEPTH.min(cap.mqes() as u32).max(1);

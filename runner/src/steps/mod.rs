@@ -118,6 +118,9 @@ pub struct CaseContext<'a> {
     /// The port the case's commands go through ([`ports`]): 0 the controller nvtest
     /// opened, n the n-th other controller of its NVM subsystem ([`Device::port`]).
     pub port: usize,
+    /// What the drive did that the specification may not allow, found by a step that
+    /// went on: a case whose steps all succeed ends as a warning with the first of them.
+    pub warnings: Vec<Failure>,
 }
 
 impl<'a> CaseContext<'a> {
@@ -142,6 +145,7 @@ impl<'a> CaseContext<'a> {
             journal: None,
             firmware: None,
             port: 0,
+            warnings: Vec::new(),
         }
     }
 

@@ -2,7 +2,9 @@
 //! delete, Namespace Attachment, Format NVM.
 
 use nvme::device::Data;
-use nvme::spec::identify::{identify, Cns, ControllerList, Dps, Flbas, IdentifyController, IdentifyNamespace, Nmic};
+use nvme::spec::identify::{
+    identify, AtomicWrite, Cns, ControllerList, Dps, Flbas, IdentifyController, IdentifyNamespace, Nmic,
+};
 use nvme::spec::namespace::{
     created_nsid, format_nvm, namespace_attach, namespace_create, namespace_delete, namespace_detach, FormatNvm,
     ALL_NAMESPACES,
@@ -38,6 +40,8 @@ pub struct NsEntry {
     pub attached: bool,
     /// What reads of deallocated blocks return (DLFEAT bits 2:0).
     pub dealloc_read: DeallocatedRead,
+    /// Which writes are atomic in normal operation (AWUN/NAWUN, NABSN/NABO).
+    pub atomic: AtomicWrite,
 }
 
 /// `use_namespaces`: the case's namespace set.
@@ -209,6 +213,7 @@ pub(crate) fn take_active(ctx: &mut CaseContext<'_>, nsid: u32, requested_block_
         allocated: true,
         attached: true,
         dealloc_read: DeallocatedRead::NotReported,
+        atomic: AtomicWrite::ONE_BLOCK,
     });
     let i = ctx.set.len() - 1;
     refresh(ctx, i)
@@ -404,18 +409,20 @@ pub fn identify_namespace(ctx: &mut CaseContext<'_>, nsid: u32) -> StepResult<Id
 pub fn refresh(ctx: &mut CaseContext<'_>, i: usize) -> StepResult {
     let nsid = ctx.set[i].nsid;
     let ns = identify_namespace(ctx, nsid)?;
-    learn(&mut ctx.set[i], &ns);
+    learn(&mut ctx.set[i], &ns, ctx.facts.identify.awun);
     Ok(())
 }
 
-/// Takes a member's size, format and DLFEAT from its Identify Namespace data.
-fn learn(entry: &mut NsEntry, ns: &IdentifyNamespace) {
+/// Takes a member's size, format, DLFEAT and atomic write unit from its Identify
+/// Namespace data (and the controller's AWUN).
+fn learn(entry: &mut NsEntry, ns: &IdentifyNamespace, awun: u16) {
     entry.nsze = ns.nsze;
     entry.block_size = ns.lba_data_size().unwrap_or(0);
     entry.metadata_size = ns.lba_format_in_use().map_or(0, |f| f.ms as u64);
     entry.extended = ns.extended_metadata();
     entry.protection = ns.dps.pit();
     entry.dealloc_read = ns.dlfeat.read_behavior();
+    entry.atomic = ns.atomic_write_normal(awun);
 }
 
 /// The LBA format a step asks for: by data size (a supported format, else the case is
@@ -506,6 +513,7 @@ fn push_created(ctx: &mut CaseContext<'_>, nsid: u32, size: u64, nsze: u64) {
         allocated: true,
         attached: false,
         dealloc_read: DeallocatedRead::NotReported,
+        atomic: AtomicWrite::ONE_BLOCK,
     });
 }
 
@@ -637,6 +645,6 @@ fn formatted(ctx: &mut CaseContext<'_>, i: usize, what: &str, index: u8) -> Step
     readback::after_format(ctx, what, &ns, nsid, index)?;
     ctx.map.reset_namespace(nsid);
     ctx.map.namespace_mut(nsid).set(0, ns.nsze, Expectation::Erased { dlfeat: false });
-    learn(&mut ctx.set[i], &ns);
+    learn(&mut ctx.set[i], &ns, ctx.facts.identify.awun);
     Ok(())
 }
