@@ -220,6 +220,18 @@ pub trait Device {
         Err(DeviceError::Unsupported("the target cannot take a port's link down".into()))
     }
 
+    /// Puts ANA group `anagrpid` into `state` as this controller sees it (NVMe 1.4
+    /// §8.20.3): a test hook of the simulated drive, standing for the failover a real
+    /// drive carries out on its own. Other targets cannot: Unsupported.
+    fn set_ana_state(&mut self, anagrpid: u32, state: crate::spec::ana::AnaState) -> Result<(), DeviceError> {
+        let _ = (anagrpid, state);
+        Err(DeviceError::Unsupported(
+            "the target has no way to change an ANA group's state (a drive changes it itself; only the simulated \
+             drive has a test hook)"
+                .into(),
+        ))
+    }
+
     /// How many other controllers of the drive's NVM subsystem (the other ports of a
     /// dual-port drive, NVMe 1.4 §2.4.1 "Multi-Path I/O and Namespace Sharing") the
     /// target brought up beside this one, each reachable through [`Device::port`]. The

@@ -687,3 +687,62 @@ pub fn atomic_write_normal() -> Rule {
          other read or write commands: a read racing it returns each block's old data or its new data, not a mix",
     )
 }
+
+/// ANA: the groups the log page describes against the namespaces' ANAGRPIDs.
+pub fn ana_groups() -> Rule {
+    rule(
+        "NVMe 1.4 §8.20.2 ANA Groups, §5.14.1.12 Asymmetric Namespace Access log page (0Ch), Figure 245 ANAGRPID \
+         and Figure 247 ANAGRPMAX",
+        "every attached namespace is a member of one ANA group: its Identify Namespace ANAGRPID is not 0h and at \
+         most ANAGRPMAX, and its NSID is listed in exactly one ANA Group Descriptor, that group's; each descriptor \
+         has a defined ANA state",
+    )
+}
+
+/// ANA: the log page reports the current state through the controller read.
+pub fn ana_log() -> Rule {
+    rule(
+        "NVMe 1.4 §5.14.1.12 Asymmetric Namespace Access log page (0Ch) and §8.20.3 ANA States",
+        "the log page of a controller reports each ANA group's current state through that controller, its Change \
+         Count increases when the page changes, and with RGO (Return Groups Only) the descriptors list no NSIDs",
+    )
+}
+
+/// ANA: the Asymmetric Namespace Access Change notice.
+pub fn ana_change_notice() -> Rule {
+    rule(
+        "NVMe 1.4 §8.20.4 ANA Reporting and §5.2.1 Asynchronous Event Request (Notice, Asymmetric Namespace Access \
+         Change, enabled by Asynchronous Event Configuration bit 11)",
+        "with ANA Change Notices enabled and an Asynchronous Event Request outstanding, a controller through which \
+         an ANA group's state changed reports a Notice of type 010b, information 03h, log page 0Ch",
+    )
+}
+
+/// ANA: which commands each state lets through.
+pub fn ana_command_processing() -> Rule {
+    rule(
+        "NVMe 1.4 §8.20.3 ANA States and its figure of commands processed in each ANA state",
+        "through a controller that reports a group ANA Optimized or Non-Optimized, I/O to its namespaces is \
+         processed; in ANA Inaccessible or Persistent Loss it is not (admin commands such as Identify still are); \
+         a state of one controller leaves the other controllers' paths to the namespace serving",
+    )
+}
+
+/// ANA: the path related status of a refused command.
+pub fn ana_path_status() -> Rule {
+    rule(
+        "NVMe 1.4 §8.20.3 ANA States and Figure 131 Path Related Status Values",
+        "an I/O command not processed because of its namespace's ANA state completes with the path related status \
+         of that state: Asymmetric Access Inaccessible (SCT 3h, SC 02h) in ANA Inaccessible state, Asymmetric \
+         Access Persistent Loss (01h) in ANA Persistent Loss state",
+    )
+}
+
+/// ANA: ANA Change state (a warning: nvtest could not confirm the spec requires the status).
+pub fn ana_transition() -> Rule {
+    rule(
+        "NVMe 1.4 §8.20.3.5 ANA Change state and Figure 131 Path Related Status Values",
+        "an I/O command to a namespace of a group in ANA Change state completes with Asymmetric Access Transition \
+         (SCT 3h, SC 03h) so the host retries it later or on another path",
+    )
+}

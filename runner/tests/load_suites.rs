@@ -132,7 +132,7 @@ fn a_claimed_capability_the_controller_does_not_report_fails_citing_the_claim() 
     for wanted in [
         &format!("claim {claims}:19:15 (crypto_erase: true)") as &str,
         "FNA bit 2 (Cryptographic Erase Supported)",
-        "CMIC 00h: bit 0 cleared",
+        "CMIC 08h: bit 0 cleared", // bit 3: the profile reports ANA
         "a claim, not a rule of the specification",
     ] {
         assert!(stdout.contains(wanted), "`{wanted}` missing from\n{stdout}");

@@ -28,6 +28,12 @@ impl Done {
     pub const fn err(status: Status) -> Done {
         Done { status: status.dnr(), dw0: 0 }
     }
+
+    /// A failed command that a retry may carry out (later, or on another path): DNR clear,
+    /// as the ANA path related statuses need for a host to fail over (§8.20.3).
+    pub const fn retryable(status: Status) -> Done {
+        Done { status, dw0: 0 }
+    }
 }
 
 impl From<Status> for Done {
@@ -173,6 +179,13 @@ pub trait CommandSet {
     /// A compliant subsystem goes on serving its other ports unchanged (§2.4.1); only a
     /// quirk looks at this.
     fn port_link(&mut self, _cntlid: u16, _up: bool) {}
+
+    /// A test hook: ANA group `anagrpid` goes into ANA state `state` (raw, §8.20.3) as
+    /// controller `cntlid` sees it, as a real drive's failover does on its own. `Err`
+    /// says why not (no ANA reporting, no such group, a reserved state).
+    fn set_ana_state(&mut self, _cntlid: u16, _anagrpid: u32, _state: u8) -> Result<(), String> {
+        Err("the drive does not report Asymmetric Namespace Access".into())
+    }
 
     /// The power went: what was not durable is lost (random choices drawn from `seed`).
     fn power_cut(&mut self, _seed: u64) {}

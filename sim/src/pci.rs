@@ -366,6 +366,15 @@ impl Transport for SimTransport {
         Ok(())
     }
 
+    fn has_ana_hook(&self) -> bool {
+        true
+    }
+
+    fn set_ana_state(&mut self, anagrpid: u32, state: u8) -> Result<(), TransportError> {
+        self.controller.catch_up(&self.dma);
+        self.controller.set_ana_state(anagrpid, state).map_err(TransportError::Other)
+    }
+
     /// Simulated time in ns since the drive was built, shared by the subsystem's ports.
     fn now_ns(&mut self) -> u64 {
         self.controller.catch_up(&self.dma);

@@ -23,6 +23,7 @@
 //! power: {loss_protection: false, awupf: 7, ready_ms: {clean: 800, dirty: 2400, per_tib: 150}}   # crate::subsystem::power
 //! erase: {encryption: true, format: {crypto_erase: true}, sanitize: {block_erase: true, …}}   # crate::subsystem::erase
 //! firmware: {slots: 4, slot1_read_only: true, activation_without_reset: true, …}   # crate::subsystem::firmware
+//! ana: {groups: 2, transition_ms: 10000}   # NVMe 1.4 only: CMIC bit 3, ANACAP, ANATT; crate::subsystem::ana
 //! reservations: {ptpl: true}     # ONCS bit 5, RESCAP: all six types unless `types: […]`; crate::subsystem::reservation
 //! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, format_nvm, namespace_management]
 //! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]   # also ms: 8, extended: true
@@ -33,6 +34,7 @@
 
 use crate::controller::ControllerConfig;
 use crate::service::ServiceModel;
+use crate::subsystem::ana::AnaModel;
 use crate::subsystem::erase::EraseModel;
 use crate::subsystem::firmware::FirmwareModel;
 use crate::subsystem::power::PowerModel;
@@ -96,6 +98,9 @@ pub struct Profile {
     /// reservation commands are refused with Invalid Command Opcode and features 81h–83h
     /// with Invalid Field in Command.
     pub reservations: Option<ReservationModel>,
+    /// Asymmetric Namespace Access reporting (NVMe 1.4 §8.20; [`crate::subsystem::ana`]);
+    /// `None`: CMIC bit 3 clear, no log page 0Ch.
+    pub ana: Option<AnaModel>,
     pub optional_commands: Vec<OptionalCommand>,
     /// The namespaces present when the drive is first powered, NSIDs 1, 2, … in order.
     pub namespaces: Vec<InitialNamespace>,
@@ -308,6 +313,7 @@ struct ProfileFile {
     erase: Option<Spanned<EraseModel>>,
     firmware: Option<Spanned<FirmwareModel>>,
     reservations: Option<Spanned<ReservationModel>>,
+    ana: Option<Spanned<AnaModel>>,
     #[serde(default)]
     optional_commands: Vec<OptionalCommand>,
     namespaces: Option<Spanned<Vec<Spanned<InitialNamespaceFile>>>>,
@@ -705,6 +711,22 @@ impl ProfileFile {
                 Some(r.value)
             }
         };
+        let ana = match self.ana {
+            None => None,
+            Some(a) => {
+                if version < Version::V1_4 {
+                    return invalid(
+                        origin,
+                        &a.referenced,
+                        format!("ana: Asymmetric Namespace Access is NVMe 1.4; this profile is NVMe {version}"),
+                    );
+                }
+                if let Some(problem) = a.value.problem() {
+                    return invalid(origin, &a.referenced, problem);
+                }
+                Some(a.value)
+            }
+        };
         let mut quirks = self.quirks;
         quirks.dedup();
         Ok(Profile {
@@ -723,6 +745,7 @@ impl ProfileFile {
             erase,
             firmware,
             reservations,
+            ana,
             optional_commands,
             namespaces,
             private_namespaces,

@@ -209,7 +209,8 @@ fn a_single_port_drive_has_one_controller() {
     let ids = |bytes: &[u8]| ControllerList::read_from_bytes(bytes).unwrap().ids().collect::<Vec<u16>>();
     assert_eq!(ids(&host.identify(&mut sub, Cns::ControllerList as u8, 0, 0).1), [1]);
     assert_eq!(ids(&host.identify(&mut sub, Cns::NamespaceAttachedControllers as u8, 1, 0).1), [1]);
-    assert_eq!(host.identify_controller(&mut sub).cmic.into_bits(), 0);
+    // Bits 0 and 1 clear; bit 3 (ANA reporting) is the profile's `ana`, one port or two.
+    assert_eq!(host.identify_controller(&mut sub).cmic.into_bits(), 0x08);
     assert_status(host.attachment(&mut sub, false, 1, &[2]), Status::CONTROLLER_LIST_INVALID);
 }
 
@@ -557,7 +558,8 @@ fn firmware_slot_and_effects_logs() {
 fn log_page_offsets_and_unknown_pages() {
     let (mut sub, mut host) = drive14();
     // (80h, Reservation Notification, exists: the profile has reservations.)
-    for lid in [0x00, 0x06, 0x07, 0x0C, 0xC0] {
+    // (0Ch, Asymmetric Namespace Access, exists: the profile has ANA.)
+    for lid in [0x00, 0x06, 0x07, 0x0D, 0xC0] {
         let (done, _) = host.log_page(&mut sub, lid, 0, 512, false);
         assert_status(done, Status::INVALID_LOG_PAGE);
     }
@@ -664,7 +666,7 @@ fn feature_values_round_trip_and_are_checked() {
     assert_status(set(&mut sub, &mut host, FeatureId::InterruptVectorConfiguration, 65), Status::INVALID_FIELD);
     // Asynchronous event configuration keeps only what the controller supports.
     assert_status(set(&mut sub, &mut host, FeatureId::AsyncEventConfiguration, 0xFFFF_FFFF), Status::SUCCESS);
-    assert_eq!(get(&mut sub, &mut host, FeatureId::AsyncEventConfiguration, Select::Current, 0).dw0, 0x31F);
+    assert_eq!(get(&mut sub, &mut host, FeatureId::AsyncEventConfiguration, Select::Current, 0).dw0, 0xB1F);
 }
 
 #[test]

@@ -100,7 +100,10 @@ fn every_quirk_has_a_test_here() {
     // exit-failure-mode-ignored) in subsystem_erase.rs too. The four of a drive with
     // several ports (port-stale-data, cntlid-duplicate, private-namespace-attached-twice,
     // cmic-single-controller) need two controllers: their tests are in subsystem_ports.rs.
-    assert_eq!(Quirk::ALL.len(), 121);
+    // The five of Asymmetric Namespace Access (ana-state-not-honoured,
+    // ana-change-not-notified, ana-log-stale, ana-wrong-status, ana-log-omits-namespace)
+    // need two ports and the state hook: their tests are in subsystem_ana.rs.
+    assert_eq!(Quirk::ALL.len(), 126);
 }
 
 // ---------------------------------------------------------------------------------------

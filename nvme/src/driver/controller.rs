@@ -889,6 +889,18 @@ impl Device for Controller {
         self.ports.len()
     }
 
+    fn set_ana_state(&mut self, anagrpid: u32, state: crate::spec::ana::AnaState) -> Result<(), DeviceError> {
+        if !self.transport.has_ana_hook() {
+            return Err(DeviceError::Unsupported(
+                "the target has no way to change an ANA group's state (a drive changes it itself; only the \
+                 simulated drive has a test hook)"
+                    .into(),
+            ));
+        }
+        self.transport.set_ana_state(anagrpid, state as u8)?;
+        Ok(())
+    }
+
     fn port(&mut self, index: usize) -> Option<&mut dyn Device> {
         self.ports.get_mut(index).map(|p| p as &mut dyn Device)
     }

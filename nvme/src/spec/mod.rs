@@ -4,6 +4,7 @@
 //! (and 1.2a where a structure differs). Every structure has its size asserted at
 //! compile time; no other module reads a spec structure by raw offset.
 
+pub mod ana;
 pub mod command;
 pub mod features;
 pub mod firmware;

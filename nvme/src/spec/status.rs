@@ -68,6 +68,9 @@ const fn specific(sc: u8) -> Status {
 const fn media(sc: u8) -> Status {
     code(StatusCodeType::MediaAndDataIntegrity, sc)
 }
+const fn path(sc: u8) -> Status {
+    code(StatusCodeType::PathRelated, sc)
+}
 
 impl Status {
     // "Figure 128: Status Code – Generic Command Status Values"
@@ -137,6 +140,19 @@ impl Status {
     pub const UNRECOVERED_READ_ERROR: Status = media(0x81);
     pub const COMPARE_FAILURE: Status = media(0x85);
     pub const DEALLOCATED_OR_UNWRITTEN: Status = media(0x87);
+
+    // "Figure 131: Status Code – Path Related Status Values" (NVMe 1.4)
+    /// 01h: the namespace's ANA group is in ANA Persistent Loss state through this
+    /// controller (§8.20.3.4).
+    pub const ASYMMETRIC_ACCESS_PERSISTENT_LOSS: Status = path(0x01);
+    /// 02h: the namespace's ANA group is in ANA Inaccessible state through this
+    /// controller (§8.20.3.3).
+    pub const ASYMMETRIC_ACCESS_INACCESSIBLE: Status = path(0x02);
+    /// 03h: the namespace's ANA group is changing state through this controller
+    /// (ANA Change state, §8.20.3.5).
+    pub const ASYMMETRIC_ACCESS_TRANSITION: Status = path(0x03);
+    /// 24h (Command Specific): Namespace Management named an ANAGRPID that is not valid.
+    pub const ANA_GROUP_IDENTIFIER_INVALID: Status = specific(0x24);
 
     /// Decodes the 15-bit Status Field (CQE DW3 bits 31:17, i.e. the CQE status word
     /// shifted right by one to drop the Phase Tag).

@@ -98,6 +98,20 @@ pub trait Transport: Send {
         false
     }
 
+    /// A test hook of the simulated drive only: puts ANA group `anagrpid` into ANA state
+    /// `state` (§8.20.3, raw value) as this function's controller sees it, as a real
+    /// drive does on its own (a failover inside the NVM subsystem). The default: the
+    /// target has no such hook.
+    fn set_ana_state(&mut self, anagrpid: u32, state: u8) -> Result<(), TransportError> {
+        let _ = (anagrpid, state);
+        Err(TransportError::Other("this target has no hook to change an ANA group's state".into()))
+    }
+
+    /// Whether [`Self::set_ana_state`] works here.
+    fn has_ana_hook(&self) -> bool {
+        false
+    }
+
     /// The drive's power switch, when the target has one (the simulated drive; QEMU, by
     /// killing and restarting it; a rig on a hardware runner).
     fn power(&mut self) -> Option<&mut dyn PowerSwitch> {

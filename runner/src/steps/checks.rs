@@ -30,6 +30,7 @@ pub fn run(ctx: &mut CaseContext<'_>, name: CheckName) -> StepResult {
         CheckName::AllocatedNamespaceList => allocated_namespace_list(ctx),
         CheckName::ControllerLists => controller_lists(ctx),
         CheckName::PortIdentity => super::ports::port_identity(ctx),
+        CheckName::AnaGroups => super::ana::ana_groups(ctx),
         CheckName::AttachmentsPersist => attachments_persist(ctx),
         CheckName::NamespaceUtilization => namespace_utilization(ctx),
         CheckName::ArbitrationSelectable => super::arbitration::run(ctx, super::arbitration::Check::Selectable),

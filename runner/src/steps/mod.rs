@@ -16,7 +16,10 @@
 //! - [`readback`]: after each namespace change, the lists and Identify data that must show it.
 //! - [`ports`]: the other controllers of a multi-port drive: which one the commands go
 //!   through, their identity, private namespaces; [`port_outage`]: one going down under load.
+//! - [`ana`]: Asymmetric Namespace Access: the groups the log page 0Ch reports, and what
+//!   each ANA state does to the commands through one port while the other serves.
 
+pub mod ana;
 pub mod arbitration;
 pub mod checks;
 mod claimed;
@@ -359,6 +362,7 @@ pub fn run_step(ctx: &mut CaseContext<'_>, step: &Step) -> StepResult {
         Step::ReservationAccess { ns } => reservations::access(ctx, ns),
         Step::ReservationPreempt { ns } => reservations::preempt(ctx, ns),
         Step::ReservationPowerLoss { ns } => reservations::power_loss(ctx, ns),
+        Step::AnaStates { ns } => ana::ana_states(ctx, ns),
         Step::PortOutage(o) => port_outage::port_outage(ctx, o),
         Step::ExistingNamespaces {} => namespaces::existing_namespaces(ctx),
         Step::ControllerReset {} => {

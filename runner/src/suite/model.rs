@@ -381,6 +381,10 @@ pub enum CheckName {
     /// SUBNQN, VID, SN and MN, a CNTLID of its own, CMIC bit 1 set, and CNS 13h on each
     /// listing every CNTLID.
     PortIdentity,
+    /// With CMIC bit 3 (ANA reporting): every active namespace's ANAGRPID is 1 to
+    /// ANAGRPMAX and its NSID is listed in exactly one descriptor of log page 0Ch, that
+    /// group's; every descriptor's state is a defined ANA state.
+    AnaGroups,
     /// Every namespace of the set is in the Active Namespace ID list exactly when the set
     /// says it is attached: after `controller_reset`, attach and detach persisted.
     AttachmentsPersist,
@@ -473,6 +477,16 @@ pub enum Step {
     /// A registration made with CPTPL 11b (Persist Through Power Loss) and its
     /// reservation survive a power cycle. Skips on a target without a power switch.
     ReservationPowerLoss {
+        #[schemars(with = "super::schema::OneNamespace")]
+        ns: NsRef,
+    },
+    /// Asymmetric Namespace Access (NVMe 1.4 §8.20) on shared namespace `ns`: on a target
+    /// that reports ANA (CMIC bit 3) and can change a group's state (the simulated drive's
+    /// test hook), the namespace's ANA group is walked through every state ANACAP reports
+    /// on port 2 while port 1 stays ANA Optimized: the ANA Change notice on port 2, the log
+    /// page 0Ch of both ports (with and without RGO), a Read and an Identify through port 2
+    /// judged by the state (§8.20.3), a Read through port 1 served. Skips elsewhere.
+    AnaStates {
         #[schemars(with = "super::schema::OneNamespace")]
         ns: NsRef,
     },

@@ -303,6 +303,7 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
         | Step::ReservationAccess { ns }
         | Step::ReservationPreempt { ns }
         | Step::ReservationPowerLoss { ns }
+        | Step::AnaStates { ns }
         | Step::FormatEachLbaFormat { ns } => {
             parts.ns(at("ns"), ns, NsUse::One);
         }

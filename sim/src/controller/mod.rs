@@ -693,6 +693,13 @@ impl Controller {
         set.port_link(self.ctx.cntlid, up);
     }
 
+    /// The test hook behind [`crate::pci::SimTransport`]'s `set_ana_state`: the command
+    /// set changes the group's state as this controller sees it.
+    pub fn set_ana_state(&mut self, anagrpid: u32, state: u8) -> Result<(), String> {
+        let mut set = self.command_set.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        set.set_ana_state(self.ctx.cntlid, anagrpid, state)
+    }
+
     /// The power came back: the controller may become ready once the command set's
     /// ready time has passed on the clock.
     pub fn power_on(&mut self) {

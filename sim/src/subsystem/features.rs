@@ -68,6 +68,10 @@ impl Features {
         if profile.firmware.as_ref().is_some_and(|f| f.activation_without_reset) {
             aec_supported |= 1 << 9;
         }
+        // ANA Change Notices where the drive reports ANA (OAES bit 11).
+        if profile.ana.is_some() {
+            aec_supported |= 1 << 11;
+        }
         Features {
             arbitration: Arbitration::new(),
             power_management: PowerManagement::new(),

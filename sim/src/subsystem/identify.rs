@@ -73,10 +73,20 @@ impl Subsystem {
         let oui = p.identity.ieee_oui.to_le_bytes();
         id.ieee = [oui[0], oui[1], oui[2]];
         // CMIC (Figure 247): one port per controller, so bits 0 (two or more ports) and 1
-        // (two or more controllers) go together. No SR-IOV, no ANA reporting.
+        // (two or more controllers) go together. No SR-IOV; bit 3 with ANA reporting.
         let multiple = self.multiple_controllers() && !self.quirks.has(Quirk::CmicSingleController);
         // Quirk `cmic-single-controller`: CMIC 0 on a multi-controller subsystem (Figure 247 CMIC broken).
-        id.cmic = Cmic::new().with_multiple_ports(multiple).with_multiple_controllers(multiple);
+        id.cmic = Cmic::new()
+            .with_multiple_ports(multiple)
+            .with_multiple_controllers(multiple)
+            .with_ana_reporting(p.ana.is_some());
+        if let Some(ana) = &p.ana {
+            // ANATT, ANACAP, ANAGRPMAX, NANAGRPID (Figure 247, NVMe 1.4; §8.20).
+            id.anatt = ana.anatt();
+            id.anacap = ana.anacap().into_bits();
+            id.anagrpmax = ana.groups;
+            id.nanagrpid = ana.groups;
+        }
         id.mdts = p.controller.mdts;
         id.cntlid = if self.quirks.has(Quirk::CntlidDuplicate) {
             // Quirk: every port reports the first port's CNTLID (Figure 247 CNTLID: unique
@@ -94,7 +104,8 @@ impl Subsystem {
         };
         id.oaes = Oaes::new()
             .with_namespace_attribute_notices(p.controller.namespace_attribute_notices)
-            .with_firmware_activation_notices(p.firmware.as_ref().is_some_and(|f| f.activation_without_reset));
+            .with_firmware_activation_notices(p.firmware.as_ref().is_some_and(|f| f.activation_without_reset))
+            .with_ana_change_notices(p.ana.is_some());
         if v14 {
             // CNTRLTYPE (1.4): 1h, an I/O controller.
             id.cntrltype = 1;
@@ -249,6 +260,7 @@ impl Subsystem {
         }
         id.nvmcap = U128::new(ns.capacity_bytes());
         id.nmic = Nmic::new().with_shared(ns.shared);
+        id.anagrpid = ns.anagrpid;
         id.rescap = Rescap::from_bits(self.reservations().map_or(0, |m| m.rescap(self.version())));
         let (nguid, eui64) = self.reported_ids(ns);
         id.nguid = nguid;

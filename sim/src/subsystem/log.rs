@@ -1,6 +1,7 @@
 //! Get Log Page (admin opcode 02h, NVMe 1.4 §5.14) and the state behind the pages:
 //! Error Information (01h), SMART / Health Information (02h), Firmware Slot Information
-//! (03h), Changed Namespace List (04h) and Commands Supported and Effects (05h).
+//! (03h), Changed Namespace List (04h) and Commands Supported and Effects (05h); the
+//! Asymmetric Namespace Access page (0Ch) is [`super::ana`]'s.
 //!
 //! The Changed Namespace List and the Namespace Attribute Changed notice live here too:
 //! an attached namespace whose Identify data changes is added to the list, and the
@@ -135,6 +136,9 @@ impl Subsystem {
             Some(LogPageId::CommandsSupportedAndEffects) => self.commands_supported_and_effects().as_bytes().to_vec(),
             Some(LogPageId::ReservationNotification) if self.reservations().is_some() => {
                 self.reservation_log_page(fields.rae)
+            }
+            Some(LogPageId::AsymmetricNamespaceAccess) if self.ana().is_some() => {
+                self.ana_log_page(fields.lsp, fields.rae)
             }
             Some(LogPageId::SanitizeStatus) if self.profile.erase.sanitize.is_some() => {
                 self.sanitize_status_log(self.now_ns).as_bytes().to_vec()

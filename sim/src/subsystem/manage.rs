@@ -99,8 +99,14 @@ impl Subsystem {
             }
         }
         let nsid = slot as u32 + 1;
+        // ANAGRPID (ANACAP bit 7): the group asked for, or one the controller picks.
+        let anagrpid = match self.ana() {
+            Some(model) => model.group_for(nsid, spec.anagrpid)?,
+            None => 0,
+        };
         let mut ns = self.make_namespace(nsid, index, spec.extended_metadata(), spec.nsze);
         ns.shared = spec.nmic.shared();
+        ns.anagrpid = anagrpid;
         if self.quirks.has(Quirk::CreateKeepsOldMedia) {
             if let Some(old) = self.recycled.take() {
                 // Quirk: the old namespace's bytes show through (§6.7.1.1 broken).

@@ -10,7 +10,8 @@
 //! - [`media`]: sparse byte store; [`namespace`]: LBAs, formats, allocation state.
 //! - [`identify`], [`log`], [`features`], [`manage`]: the admin commands.
 //! - [`io`]: the NVM commands and the data path; [`reservation`]: reservations and the
-//!   access they leave each host.
+//!   access they leave each host; [`ana`]: Asymmetric Namespace Access, the state of each
+//!   ANA group through each controller and what it lets through.
 //! - [`power`]: what a power loss takes back, the power counters and ready times;
 //!   [`power_cycle`]: the commands, shutdown, power cut and power-on acting on it.
 //! - [`testing`]: a host-memory data pointer for tests without the queue engine.
@@ -30,6 +31,7 @@
 //! Changes one controller makes to a namespace attached to another raise that one's
 //! notices in its own mailbox, which its queue engine takes ([`CommandSet::take_events`]).
 
+pub mod ana;
 pub mod crypt;
 pub mod erase;
 pub mod features;
@@ -72,6 +74,8 @@ pub struct ControllerState {
     pub link_down: bool,
     /// Reservation Notification log pages not yet read ([`reservation`]).
     pub reservation_log: reservation::NoticeLog,
+    /// The ANA groups' states through this controller and its log page 0Ch ([`ana`]).
+    pub ana: ana::AnaView,
 }
 
 impl ControllerState {
@@ -85,6 +89,7 @@ impl ControllerState {
             events: Vec::new(),
             link_down: false,
             reservation_log: reservation::NoticeLog::default(),
+            ana: ana::AnaView::default(),
         }
     }
 }
@@ -214,6 +219,9 @@ impl Subsystem {
             let nsid = i as u32 + 1;
             let mut created = sub.make_namespace(nsid, index as u8, ns.extended, ns.blocks);
             created.shared = !sub.profile.private_namespaces.contains(&nsid);
+            if let Some(model) = sub.ana() {
+                created.anagrpid = model.group_for(nsid, 0).unwrap_or(1);
+            }
             if ns.attached {
                 // A shared namespace on every controller, a private one on the first.
                 let reach = if created.shared { cntlids.len() } else { 1 };
@@ -435,6 +443,9 @@ impl CommandSet for Subsystem {
         if let Some(refused) = self.sanitize_restriction(cmd, true) {
             return self.record(cmd, Done::err(refused));
         }
+        if let Some(refused) = self.ana_refusal(cmd, true) {
+            return self.record(cmd, Done::retryable(refused));
+        }
         let done = match AdminOpcode::from_u8(cmd.opcode) {
             Some(AdminOpcode::Identify) => self.identify(cmd, data),
             Some(AdminOpcode::GetLogPage) => self.get_log_page(cmd, data),
@@ -477,6 +488,11 @@ impl CommandSet for Subsystem {
             // I/O (§2.4.1 Multi-Path I/O broken).
             return self.record(cmd, Done::err(Status::NAMESPACE_NOT_READY));
         }
+        if let Some(refused) = self.ana_refusal(cmd, false) {
+            // The path this controller offers to the namespace's ANA group (§8.20.3): DNR
+            // clear, the host may retry on another path.
+            return self.record(cmd, Done::retryable(refused));
+        }
         if let Some(conflict) = self.reservation_conflict(cmd) {
             return self.record(cmd, Done::err(conflict));
         }
@@ -509,6 +525,10 @@ impl CommandSet for Subsystem {
         if let Some(c) = self.controller_state_mut(cntlid) {
             c.link_down = !up;
         }
+    }
+
+    fn set_ana_state(&mut self, cntlid: u16, anagrpid: u32, state: u8) -> Result<(), String> {
+        self.change_ana_state(cntlid, anagrpid, state)
     }
 
     fn power_cut(&mut self, seed: u64) {

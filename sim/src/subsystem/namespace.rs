@@ -159,6 +159,8 @@ pub struct Namespace {
     uncorrectable: BTreeMap<u64, u64>,
     /// Registrants and the reservation (§8.8), kept by the NVM subsystem for the namespace.
     pub reservation: ReservationState,
+    /// ANAGRPID: the ANA group the namespace belongs to (0h: the drive reports no ANA).
+    pub anagrpid: u32,
 }
 
 impl Namespace {
@@ -188,6 +190,7 @@ impl Namespace {
             allocated: Bitmap::new(nsze),
             uncorrectable: BTreeMap::new(),
             reservation: ReservationState::default(),
+            anagrpid: 0,
         }
     }
 

@@ -139,6 +139,8 @@ impl Subsystem {
         for c in std::iter::once(&mut self.controller).chain(&mut self.others) {
             c.features = features::Features::new(&self.profile);
             c.reservation_log = Default::default();
+            // Every ANA group starts Optimized again ([`super::ana`]).
+            c.ana = Default::default();
         }
         if !self.quirks.has(Quirk::PowerCountersNotIncremented) {
             self.health.power_cycles += 1;

@@ -461,6 +461,27 @@ pub enum Quirk {
     /// NVMe 1.4 §8.8 "Releasing a Reservation": such a Release completes successfully but
     /// has no effect on the reservation.
     ReleaseByNonHolderReleases,
+    /// A group reported ANA Inaccessible (or Persistent Loss, or Change) through a
+    /// controller still serves I/O to its namespaces there. Breaks NVMe 1.4 §8.20.3 and
+    /// its figure of commands processed per ANA state: in those states the controller
+    /// does not process I/O commands to the group's namespaces.
+    AnaStateNotHonoured,
+    /// A changed ANA state raises no Asymmetric Namespace Access Change notice. Breaks
+    /// NVMe 1.4 §8.20.4 and §5.2.1 (Notice, information 03h, log page 0Ch, enabled by
+    /// Asynchronous Event Configuration bit 11).
+    AnaChangeNotNotified,
+    /// The ANA log page (0Ch) keeps showing the states the groups had before a change.
+    /// Breaks NVMe 1.4 §5.14.1.12: the log reports each group's current ANA state
+    /// through the controller.
+    AnaLogStale,
+    /// I/O to a namespace of an ANA Inaccessible (Persistent Loss, Change) group fails
+    /// with Namespace Not Ready instead of the path related status. Breaks NVMe 1.4
+    /// Figure 131 and §8.20.3: Asymmetric Access Inaccessible, Persistent Loss, Transition.
+    AnaWrongStatus,
+    /// The ANA log page lists the highest active NSID in no group descriptor. Breaks
+    /// NVMe 1.4 §5.14.1.12 and §8.20.2: every attached namespace is a member of one ANA
+    /// group, listed with its NSID in that group's descriptor.
+    AnaLogOmitsNamespace,
 }
 
 impl Quirk {
@@ -587,6 +608,11 @@ impl Quirk {
         Quirk::ReservationLostDespitePtpl,
         Quirk::ReservationLogNotRaised,
         Quirk::ReleaseByNonHolderReleases,
+        Quirk::AnaStateNotHonoured,
+        Quirk::AnaChangeNotNotified,
+        Quirk::AnaLogStale,
+        Quirk::AnaWrongStatus,
+        Quirk::AnaLogOmitsNamespace,
     ];
 
     /// The name a profile uses for this quirk.
@@ -713,6 +739,11 @@ impl Quirk {
             Quirk::ReservationLostDespitePtpl => "reservation-lost-despite-ptpl",
             Quirk::ReservationLogNotRaised => "reservation-log-not-raised",
             Quirk::ReleaseByNonHolderReleases => "release-by-non-holder-releases",
+            Quirk::AnaStateNotHonoured => "ana-state-not-honoured",
+            Quirk::AnaChangeNotNotified => "ana-change-not-notified",
+            Quirk::AnaLogStale => "ana-log-stale",
+            Quirk::AnaWrongStatus => "ana-wrong-status",
+            Quirk::AnaLogOmitsNamespace => "ana-log-omits-namespace",
         }
     }
 
