@@ -270,6 +270,8 @@ const WARNS: &[(&str, &str, &str, &str)] = &[
     ("firmware", "commit-errors", "invalid-slot-generic-status", "Figure 175"),
     ("erase", "overwrite-no-deallocate", "overwrite-final-pass-inverted", "SANICAP (NODMMAS 01b)"),
     ("erase", "sanitize-block-erase", "sanitize-skips-deallocation", "(DLFEAT)"),
+    // A read torn under a write within AWUN: §6.4.1 read as covering racing reads.
+    ("dual-port", "both-ports-under-load", "torn-read-under-write", "§6.4.1 AWUN/NAWUN"),
 ];
 
 #[test]

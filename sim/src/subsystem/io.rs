@@ -28,6 +28,15 @@ pub struct PortStale {
     old: Vec<u8>,
 }
 
+/// Quirk `torn-read-under-write`: a write in flight, named by its write-back token, and
+/// the first half of each of its blocks as it was before (data media offset, bytes).
+#[derive(Debug)]
+pub struct TornWrite {
+    pub(super) token: u64,
+    nsid: u32,
+    halves: Vec<(u64, Vec<u8>)>,
+}
+
 /// How a command reaches its namespace.
 enum Target {
     /// An active namespace (or, under a quirk, an allocated inactive one).
@@ -190,10 +199,18 @@ impl Subsystem {
             // Quirk `port-stale-data`: another port's writes are not seen (§2.4.1 broken).
             self.swap_port_stale(nsid, slba, nlb);
         }
+        let torn = self.quirks.has(Quirk::TornReadUnderWrite) && !self.torn.is_empty();
+        if torn {
+            // Quirk `torn-read-under-write`: half of each block a write in flight changes is old.
+            self.swap_torn(nsid, false);
+        }
         let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         let mut result = media_to_host(ns, slba, len, data);
         if result.is_ok() && separate_metadata(ns) {
             result = metadata_to_host(ns, slba, nlb, data.dma(), cmd.mptr);
+        }
+        if torn {
+            self.swap_torn(nsid, true);
         }
         if port_stale {
             self.swap_port_stale(nsid, slba, nlb);
@@ -235,6 +252,9 @@ impl Subsystem {
         }
         let keep_metadata = !self.quirks.has(Quirk::MetadataNotKept);
         self.begin_write(nsid, slba, nlb, fua);
+        if self.quirks.has(Quirk::TornReadUnderWrite) {
+            self.keep_torn(nsid, slba, nlb);
+        }
         let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         let len = nlb * ns.format.host_block_size();
         let mut result = host_to_media(ns, slba, len, data);
@@ -330,9 +350,44 @@ impl Subsystem {
     }
 
     /// Quirk `port-stale-data`: namespace `nsid` was formatted, erased or deleted (every
-    /// namespace for [`NSID_ALL`]): nothing remembered of its old writes.
+    /// namespace for [`NSID_ALL`]): nothing remembered of its old writes (nor, for
+    /// `torn-read-under-write`, of the writes in flight).
     pub(super) fn forget_port_stale(&mut self, nsid: u32) {
         self.port_stale.retain(|e| nsid != NSID_ALL && e.nsid != nsid);
+        self.torn.retain(|t| nsid != NSID_ALL && t.nsid != nsid);
+    }
+
+    /// Quirk `torn-read-under-write`: remembers the first half of each block the write
+    /// just begun (the newest write-back change) is about to overwrite.
+    fn keep_torn(&mut self, nsid: u32, slba: u64, nlb: u64) {
+        let Some(token) = self.power.pending else { return };
+        let Some(ns) = self.namespace(nsid) else { return };
+        let half = ns.format.data_size as u64 / 2;
+        let halves = (slba..slba.saturating_add(nlb).min(ns.nsze))
+            .filter_map(|lba| {
+                let (offset, _) = ns.layout().data_extent(lba, 1);
+                let mut old = vec![0u8; half as usize];
+                ns.media(Region::Data).read(offset, &mut old).ok().map(|()| (offset, old))
+            })
+            .collect();
+        self.torn.push(TornWrite { token, nsid, halves });
+    }
+
+    /// Quirk `torn-read-under-write`: exchanges the first halves of the blocks of `nsid`'s
+    /// writes in flight with what they held before (twice restores them). Writes in
+    /// flight may overlap (two hosts): `undo` swaps in the reverse order, so that it
+    /// restores the media whatever they share.
+    fn swap_torn(&mut self, nsid: u32, undo: bool) {
+        let Some(index) = nsid.checked_sub(1) else { return };
+        let Some(Some(ns)) = self.namespaces.get_mut(index as usize) else { return };
+        let mut halves: Vec<&mut (u64, Vec<u8>)> =
+            self.torn.iter_mut().filter(|t| t.nsid == nsid).flat_map(|t| t.halves.iter_mut()).collect();
+        if undo {
+            halves.reverse();
+        }
+        for (offset, old) in halves {
+            swap_media(ns, *offset, old);
+        }
     }
 
     /// The stale data overlapping a read has been read once: forgotten.

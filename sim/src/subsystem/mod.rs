@@ -144,6 +144,9 @@ pub struct Subsystem {
     /// Quirk `port-stale-data`: what the latest writes overwrote, newest last, at most
     /// [`io::PORT_STALE_WRITES`]: read through any controller but the writer's.
     port_stale: std::collections::VecDeque<io::PortStale>,
+    /// Quirk `torn-read-under-write`: the writes in flight, by their write-back token, and
+    /// what the first half of each of their blocks held before them.
+    torn: Vec<io::TornWrite>,
     health: Health,
     power: power_cycle::PowerState,
     /// Media encryption keys made so far (each namespace and crypto erase takes a new one).
@@ -198,6 +201,7 @@ impl Subsystem {
             late_attached: Vec::new(),
             stale: Vec::new(),
             port_stale: Default::default(),
+            torn: Vec::new(),
             health: Health { power_cycles: 1, ..Health::default() },
             power: power_cycle::PowerState::default(),
             keys_made: 0,
@@ -513,6 +517,8 @@ impl CommandSet for Subsystem {
     }
 
     fn change_completed(&mut self, token: u64) {
+        // Quirk `torn-read-under-write`: the write is no longer being written.
+        self.torn.retain(|t| t.token != token);
         let cache_bytes = self.cache_bytes();
         self.power.writeback.completed(token, cache_bytes);
     }

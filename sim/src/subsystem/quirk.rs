@@ -482,6 +482,12 @@ pub enum Quirk {
     /// NVMe 1.4 §5.14.1.12 and §8.20.2: every attached namespace is a member of one ANA
     /// group, listed with its NSID in that group's descriptor.
     AnaLogOmitsNamespace,
+    /// A read of a block that a Write is changing (fetched, its completion not yet posted)
+    /// returns the first half of the block as it was before the write and the rest as the
+    /// write leaves it, whatever the write's size. Where AWUN covers the write, breaks
+    /// NVMe 1.4 §6.4.1: such a write is atomic "with respect to other read or write
+    /// commands" (nvtest's reading, so its case ends in a warning).
+    TornReadUnderWrite,
 }
 
 impl Quirk {
@@ -613,6 +619,7 @@ impl Quirk {
         Quirk::AnaLogStale,
         Quirk::AnaWrongStatus,
         Quirk::AnaLogOmitsNamespace,
+        Quirk::TornReadUnderWrite,
     ];
 
     /// The name a profile uses for this quirk.
@@ -744,6 +751,7 @@ impl Quirk {
             Quirk::AnaLogStale => "ana-log-stale",
             Quirk::AnaWrongStatus => "ana-wrong-status",
             Quirk::AnaLogOmitsNamespace => "ana-log-omits-namespace",
+            Quirk::TornReadUnderWrite => "torn-read-under-write",
         }
     }
 
