@@ -648,3 +648,31 @@ fn a_commit_that_completes_after_the_activation_is_bounded_by_mtfa_too() {
         other => panic!("expected a failure naming MTFA, got {other:?}\n{:#?}", outcome.log),
     }
 }
+
+/// A drive on which another host (or an earlier run) masked Registration Preempted
+/// notices (Set Features 82h, REGPRE) still passes `reservation-preempt`: the case
+/// unmasks them for its namespace instead of blaming the drive for a notice it was told
+/// to withhold.
+#[test]
+fn a_drive_left_with_registration_preempted_masked_passes_the_preempt_case() {
+    use nvme::device::Data;
+    use nvme::spec::features::{set_features, FeatureId};
+    use nvme::spec::reservation::ReservationNotificationMask;
+    let dual = suite("dual-port");
+    let preempt = dual.cases.iter().find(|c| c.name == "reservation-preempt").unwrap();
+    let mut s = session(Profile::builtin("enterprise-1.4").unwrap());
+    let seed = nvtest::exec::fresh_run_seed;
+    assert_eq!(s.run_case(preempt, seed()).verdict, Verdict::Pass);
+    let masked = s.with_context(seed(), |ctx| {
+        let mask = ReservationNotificationMask::new().with_regpre(true).into_bits();
+        (1..=32u32)
+            .filter(|&nsid| {
+                let cmd = set_features(FeatureId::ReservationNotificationMask, false, nsid, mask);
+                ctx.admin("Set Features 82h, REGPRE masked", cmd, Data::None).is_ok_and(|c| c.status().is_success())
+            })
+            .count()
+    });
+    assert!(masked > 0, "no namespace took the mask");
+    let outcome = s.run_case(preempt, seed());
+    assert_eq!(outcome.verdict, Verdict::Pass, "{:#?}", outcome.log);
+}

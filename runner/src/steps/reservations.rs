@@ -17,15 +17,15 @@
 //! suite is destructive. Port 1 is the controller nvtest opened, port 2 the next one.
 
 use nvme::device::Data;
-use nvme::spec::features::{set_features, FeatureId};
+use nvme::spec::features::{get_features, set_features, FeatureId, Select};
 use nvme::spec::identify::{identify, Cns, IdentifyNamespace, Rescap};
 use nvme::spec::log::{get_log_page, LogPageId};
 use nvme::spec::nvm;
 use nvme::spec::queue::AsyncEventCompletion;
 use nvme::spec::reservation::{
     access_allowed, acquire, register, release, report, AcquireAction, ChangePtpl, CommandGroup, NotificationType,
-    RegisterAction, ReleaseAction, ReservationNotificationLog, ReservationStatus, ReservationType, Standing,
-    ASYNC_EVENT_IO_COMMAND_SPECIFIC, HOST_IDENTIFIER_BYTES, RESERVATION_LOG_PAGE_AVAILABLE,
+    RegisterAction, ReleaseAction, ReservationNotificationLog, ReservationNotificationMask, ReservationStatus,
+    ReservationType, Standing, ASYNC_EVENT_IO_COMMAND_SPECIFIC, HOST_IDENTIFIER_BYTES, RESERVATION_LOG_PAGE_AVAILABLE,
 };
 use nvme::spec::{Completion, Status};
 use zerocopy::{FromZeros, IntoBytes};
@@ -198,6 +198,7 @@ fn preempt_of(ctx: &mut CaseContext<'_>, t: &Target, rtype: ReservationType) -> 
     // pending notices read away, a request outstanding.
     settle_events(ctx)?;
     drain_notifications(ctx)?;
+    unmask_registration_preempted(ctx, t)?;
     register_key(ctx, t, 0, ChangePtpl::NoChange)?;
     let (cmd, data) = acquire(t.nsid, AcquireAction::Acquire, false, rtype as u8, KEY[0], 0);
     let c =
@@ -480,6 +481,32 @@ fn settle_events(ctx: &mut CaseContext<'_>) -> StepResult {
             let c = ctx.admin(&what, cmd, Data::FromDevice(&mut buf))?;
             ctx.require_success(&what, &c)?;
         }
+    }
+    Ok(())
+}
+
+/// Port 1's host wants Registration Preempted notices for the namespace: Set Features
+/// 82h (Reservation Notification Mask) to 0, since another host or an earlier run may
+/// have masked them. A drive that refuses it is asked what the mask is (Get Features 82h,
+/// current); a mask with REGPRE set that cannot be cleared skips the case, naming it.
+fn unmask_registration_preempted(ctx: &mut CaseContext<'_>, t: &Target) -> StepResult {
+    let what = format!("Set Features 82h (Reservation Notification Mask) NSID {:#x} to 0", t.nsid);
+    let c = ctx.admin(&what, set_features(FeatureId::ReservationNotificationMask, false, t.nsid, 0), Data::None)?;
+    if c.status().is_success() {
+        return Ok(());
+    }
+    let what = format!("Get Features 82h (Reservation Notification Mask) NSID {:#x}, current", t.nsid);
+    let get = get_features(FeatureId::ReservationNotificationMask, Select::Current, t.nsid, 0);
+    let g = ctx.admin(&what, get, Data::None)?;
+    ctx.require_success(&what, &g)?;
+    if ReservationNotificationMask::from_bits(g.dw0).regpre() {
+        return Err(StepError::Skip(format!(
+            "Registration Preempted notices are masked for NSID {:#x} (Get Features 82h: {:#x}) and Set Features \
+             82h to 0 was refused ({}): the notice cannot be judged",
+            t.nsid,
+            g.dw0,
+            c.status()
+        )));
     }
     Ok(())
 }
