@@ -145,7 +145,8 @@ fn a_drive_with_no_active_namespace_is_skipped_for_what_it_lacks() {
                         || reason.contains("is empty")
                         || reason.contains("OACS bit")
                         || reason.contains("SANICAP")
-                        || reason.contains("the target brought up 1 (the controller nvtest opened)"),
+                        || reason.contains("the target brought up 1 (the controller nvtest opened)")
+                        || reason.contains("bit 3 (Asymmetric Namespace Access Reporting) is clear"),
                     "{name}: {reason}"
                 );
             }
