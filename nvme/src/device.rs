@@ -154,6 +154,13 @@ pub trait Device {
         Vec::new()
     }
 
+    /// Bytes of the host driver's DMA memory not allocated (queues, PRP lists, data
+    /// buffers), every port's together: what a leak check compares across removals and
+    /// power cycles. `None` where the kernel owns that memory.
+    fn dma_free_bytes(&self) -> Option<usize> {
+        None
+    }
+
     /// Faults of the host under the target seen since the last call ([`HostFault`]).
     /// The default reports none: the target's medium is not a file of this machine.
     fn host_faults(&mut self) -> Vec<HostFault> {

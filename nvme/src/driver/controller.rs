@@ -765,6 +765,11 @@ impl Device for Controller {
         self.transport.describe()
     }
 
+    fn dma_free_bytes(&self) -> Option<usize> {
+        let ports: usize = self.ports.iter().filter_map(Device::dma_free_bytes).sum();
+        Some(self.pages.free_bytes() + ports)
+    }
+
     fn access(&self) -> Access {
         Access::Userspace
     }

@@ -81,6 +81,10 @@ impl Device for QemuDevice {
         self.controller.access()
     }
 
+    fn dma_free_bytes(&self) -> Option<usize> {
+        self.controller.dma_free_bytes()
+    }
+
     fn admin(&mut self, cmd: Command, data: Data<'_>) -> Result<Completion, DeviceError> {
         self.controller.admin(cmd, data)
     }
