@@ -52,11 +52,13 @@ pub enum DeviceError {
     /// outstanding: it will not complete it.
     #[error("{what}: no completion; the controller set CSTS.CFS (Controller Fatal Status) after {after_ms} ms")]
     ControllerFatal { what: String, after_ms: u64 },
-    /// CSTS read all ones (FFFFFFFFh) while the command was outstanding: the controller
-    /// is no longer there (the drive was removed, or its port's link went down). A
-    /// register read that reaches no function returns all ones; CSTS's reserved bits are
-    /// 0 on a present controller, so no present controller reads that way.
-    #[error("{what}: no completion; the controller is gone (CSTS reads FFFFFFFFh: removed, or its link is down) after {after_ms} ms")]
+    /// The controller is no longer there while the command was outstanding (the drive
+    /// was removed, or its port's link went down): CSTS read all ones (FFFFFFFFh: CSTS's
+    /// reserved bits are 0 on a present controller, so no present controller reads that
+    /// way), or CSTS read with RDY clear and the function's Vendor ID in configuration
+    /// space read FFFFh (a removed function's BAR may read 0, as behind QEMU's emptied
+    /// hot-plug slot).
+    #[error("{what}: no completion; the controller is gone (CSTS reads FFFFFFFFh, or RDY clear and its configuration space all ones: removed, or its link is down) after {after_ms} ms")]
     Removed { what: String, after_ms: u64 },
     #[error(transparent)]
     Transport(#[from] TransportError),
@@ -216,6 +218,23 @@ pub trait Device {
     fn power_on(&mut self, grace: std::time::Duration) -> Result<crate::driver::PowerOn, DeviceError> {
         let _ = grace;
         Err(DeviceError::Unsupported("the target has no power switch".into()))
+    }
+
+    /// Puts the drive back in its slot after a removal ([`crate::queued::QueuedIo::pull_drive`],
+    /// [`Self::remove_orderly`]) and brings the controller up again, as [`Self::power_on`]
+    /// does (CSTS.RDY awaited up to `grace` beyond CAP.TO). Where the target has a
+    /// hot-plug slot, [`crate::driver::PowerOn`] also says how long the link and the
+    /// enumeration took. The default: [`Self::power_on`].
+    fn reinsert(&mut self, grace: std::time::Duration) -> Result<crate::driver::PowerOn, DeviceError> {
+        self.power_on(grace)
+    }
+
+    /// An orderly removal: every port's controller shut down normally (CC.SHN = 01b,
+    /// §7.6.2), then the drive taken out of its slot (attention button, power off); what
+    /// the controller reported before it went. The default:
+    /// [`Self::shutdown_then_power_off`].
+    fn remove_orderly(&mut self, seed: u64) -> Result<crate::driver::Shutdown, DeviceError> {
+        self.shutdown_then_power_off(seed)
     }
 
     /// Takes this controller's port link down (`up` false: the function stops answering

@@ -17,6 +17,11 @@ enum Behaviour {
     NeverReady,
     /// CC.EN = 1 sets CSTS.CFS.
     Fatal,
+    /// Obedient until the first doorbell, which clears CSTS.RDY (the function present).
+    RdyDroppedAtDoorbell,
+    /// Obedient until the first doorbell, when the function leaves as from QEMU's emptied
+    /// hot-plug slot: BAR0 reads 0, configuration space all ones.
+    GoneAtDoorbell,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,11 +83,24 @@ impl Transport for Fake {
     }
     fn mmio_write32(&mut self, at: u64, value: u32) -> Result<(), TransportError> {
         self.log.lock().unwrap().push(Access::Write(at, value));
+        if at >= 0x1000 {
+            match self.behaviour {
+                Behaviour::RdyDroppedAtDoorbell => self.csts.set_rdy(false),
+                Behaviour::GoneAtDoorbell => {
+                    self.csts = Csts::new();
+                    self.cap = Cap::new();
+                    self.vendor = 0xFFFF_FFFF;
+                }
+                _ => {}
+            }
+        }
         if at == offset::CC {
             let cc = Cc::from_bits(value);
             self.cc = cc;
             match self.behaviour {
-                Behaviour::Obedient => self.csts.set_rdy(cc.en()),
+                Behaviour::Obedient | Behaviour::RdyDroppedAtDoorbell => self.csts.set_rdy(cc.en()),
+                Behaviour::GoneAtDoorbell if self.vendor != 0xFFFF_FFFF => self.csts.set_rdy(cc.en()),
+                Behaviour::GoneAtDoorbell => {}
                 Behaviour::NeverReady => {}
                 Behaviour::Fatal => self.csts.set_cfs(cc.en()),
             }
@@ -182,4 +200,34 @@ fn admin_queue_depth_outside_aqa_range_is_refused() {
     let (fake, _) = Fake::new(Behaviour::Obedient, cap(2, 0));
     let options = Options { admin_queue_depth: 4097, ..no_io_queues() };
     assert!(Controller::new(Box::new(fake), options).is_err());
+}
+
+/// A function whose BAR reads 0 once it is gone (QEMU's emptied hot-plug slot) is found
+/// gone from configuration space (Vendor ID FFFFh) at the driver's 100 ms CSTS check:
+/// the outstanding command ends in `Removed`, not at the command timeout.
+#[test]
+fn a_function_reading_zero_and_config_all_ones_is_removed_not_timed_out() {
+    let (fake, _) = Fake::new(Behaviour::GoneAtDoorbell, cap(2, 0));
+    let options = Options { command_timeout_ms: 5_000, ..no_io_queues() };
+    let mut ctrl = Controller::new(Box::new(fake), options).unwrap();
+    let start = Instant::now();
+    let err =
+        nvme::device::Device::admin(&mut ctrl, nvme::spec::identify::identify(1u8, 0, 0), nvme::device::Data::None)
+            .expect_err("a gone function completes nothing");
+    let took = start.elapsed();
+    assert!(matches!(err, DeviceError::Removed { .. }), "{err}");
+    assert!(took < Duration::from_millis(1_000), "found gone after {took:?}");
+}
+
+/// A present controller that dropped CSTS.RDY (a quirk, not a removal) is not reported
+/// gone: its Vendor ID still answers, so the command runs into its timeout.
+#[test]
+fn a_present_controller_that_dropped_rdy_is_not_reported_removed() {
+    let (fake, _) = Fake::new(Behaviour::RdyDroppedAtDoorbell, cap(2, 0));
+    let options = Options { command_timeout_ms: 400, ..no_io_queues() };
+    let mut ctrl = Controller::new(Box::new(fake), options).unwrap();
+    let err =
+        nvme::device::Device::admin(&mut ctrl, nvme::spec::identify::identify(1u8, 0, 0), nvme::device::Data::None)
+            .expect_err("nothing completes");
+    assert!(matches!(err, DeviceError::Timeout { .. }), "{err}");
 }

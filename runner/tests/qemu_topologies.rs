@@ -348,3 +348,108 @@ fn attachment_works_without_a_subsystem() {
     drop(device);
     leftovers.assert_gone();
 }
+
+/// What a QEMU function pulled from its hot-plug slot looks like to a host, and that
+/// nvtest's driver finds it gone from that: its old BAR reads 0 (QEMU's unassigned
+/// memory, not the all ones of real hardware), its configuration space all ones, and an
+/// outstanding command ends in `DeviceError::Removed` at the driver's next CSTS check
+/// (every 100 ms), not at the command timeout. Put back, it is the same controller.
+#[test]
+fn a_function_pulled_from_its_hot_plug_slot_ends_its_commands_as_removed() {
+    use nvme::device::DeviceError;
+    use nvme::queued::{QueueSpec, Transfer};
+    use nvme::spec::queue::QueuePriority;
+    use nvme::spec::registers::offset;
+
+    let t = Topology::builtin("hotplug").unwrap();
+    let (mut device, leftovers) = start(&t);
+    let address = PciAddress::new(1, 0, 0);
+    let timeout_ms = device.command_timeout_ms();
+    {
+        let mut io = device.queued_io(&[QueueSpec { depth: 4, priority: QueuePriority::Medium, port: 0 }]).unwrap();
+        // Submitted, its doorbell never rung: outstanding for the driver, never seen by QEMU.
+        io.submit(0, nvme::spec::nvm::read(1, 0, 0), Transfer::FromDevice(4096), Transfer::None).unwrap();
+        io.pull_drive(1).unwrap();
+        let pulled = Instant::now();
+        let error = loop {
+            if let Some(e) = io.expired(0) {
+                break e;
+            }
+            assert!(pulled.elapsed() < Duration::from_millis(timeout_ms), "never found gone");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let took = pulled.elapsed();
+        assert!(matches!(error, DeviceError::Removed { .. }), "{error}");
+        assert!(took < Duration::from_millis(500), "found gone after {took:?}, not at the 100 ms check");
+        io.abandon();
+    }
+    // The facts the driver's check rests on.
+    assert_eq!(device.machine().config_read32(address, 0).unwrap(), 0xFFFF_FFFF, "configuration space");
+    assert_eq!(device.registers().unwrap().read32(offset::CSTS).unwrap(), 0, "CSTS through the old BAR");
+
+    let on = device.reinsert(Duration::from_secs(5)).unwrap();
+    assert!(on.enumerated_ns.is_some() && on.ready_ns.is_some(), "{on:?}");
+    assert_eq!(device.machine().controllers(), vec![address, PciAddress::new(2, 0, 0)]);
+    assert_eq!(list(&mut device, 0x02), vec![1, 2], "the namespaces on subsys0 are attached again");
+    // An orderly removal and reinsertion too: the controller shut down first.
+    let shutdown = device.remove_orderly(2).unwrap();
+    assert!(shutdown.complete.is_ok(), "{shutdown:?}");
+    device.reinsert(Duration::from_secs(5)).unwrap();
+    let (_, ctrl) = identify_data(&mut device, 1, 0);
+    assert_eq!(String::from_utf8_lossy(&ctrl[4..24]).trim_end(), t.controllers[0].serial);
+    drop(device);
+    leftovers.assert_gone();
+}
+
+/// `nvtest --suite hot-plug --expect fixtures/qemu/expected.yaml qemu:hotplug` through the
+/// binary: both cases pass (20 surprise and 5 orderly removals), the slot's figures are
+/// reported, the exit status is 0 and no QEMU process, socket, temporary or /dev/shm
+/// file of the run is left.
+#[test]
+fn the_hot_plug_suite_passes_on_qemu_hotplug_and_leaves_nothing() {
+    require_qemu();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("run.json");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_nvtest"))
+        .args(["--suite", "hot-plug", "--expect", "fixtures/qemu/expected.yaml", "--json"])
+        .arg(&json)
+        .arg("qemu:hotplug")
+        .current_dir(&repo)
+        .env("TMPDIR", tmp.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("2 passed; 0 failed"), "{stdout}");
+    for figure in ["removal_found_ms.max", "slot_power_on_to_enumerated_ms.median", "power_fail.cycles=20 cycles"] {
+        assert!(stdout.contains(figure), "{figure} missing:\n{stdout}");
+    }
+    let record = std::fs::read_to_string(&json).unwrap();
+    assert!(record.contains("power_fail.slot_power_on_to_enumerated_ms.max"), "JSON record lacks the slot figures");
+
+    let prefix = format!("nvtest-qemu-{pid}-");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let qemu_left = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+            std::fs::read(p.path().join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&prefix))
+        })
+    };
+    while qemu_left() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!qemu_left(), "a QEMU of the run is still there");
+    for dir in [Path::new("/dev/shm"), tmp.path()] {
+        let left: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}

@@ -290,6 +290,10 @@ impl Transport for SimTransport {
 
     fn config_read32(&mut self, offset: u16) -> Result<u32, TransportError> {
         let at = Self::config_offset(offset)?;
+        if self.off && self.controller.config().quirks.has(Quirk::RemovedFunctionAnswers) {
+            // Quirk `removed-function-answers`: powered off, its configuration space still answers.
+            return Ok(self.config_space.read(at));
+        }
         if self.unreachable() {
             return Ok(u32::MAX);
         }

@@ -125,6 +125,12 @@ pub struct PowerOn {
     pub since_power_on_ns: u64,
     /// The switch used.
     pub method: crate::transport::PowerMethod,
+    /// A reinsertion into a hot-plug slot ([`Controller::reinsert`]): from the slot's
+    /// power on to the link up (Data Link Layer Link Active), where the port reports it.
+    pub link_up_ns: Option<u64>,
+    /// A reinsertion into a hot-plug slot: from the slot's power on to the function
+    /// enumerated (configuration space answering, BARs assigned). `None` otherwise.
+    pub enumerated_ns: Option<u64>,
 }
 
 /// What a normal shutdown before a power cut saw (§7.6.2).
@@ -639,9 +645,15 @@ impl Controller {
     /// The drive pulled from its slot now (surprise removal): its power goes, and with it
     /// the link of every port. The driver is not told: what it has queued stays until it
     /// finds the controller gone ([`DeviceError::Removed`]) and is told ([`Self::lost`]).
-    /// Only where the function can leave the bus as a pulled drive's does (its reads
-    /// then return all ones): a target whose power switch ends the machine cannot.
+    /// Through the transport's hot-plug slot where it has one ([`Transport::slot`]);
+    /// else only where the function can leave the bus as a pulled drive's does (its
+    /// reads then return all ones): a target whose power switch ends the machine cannot.
     pub fn pull_drive(&mut self, seed: u64) -> Result<(), DeviceError> {
+        // Out of its hot-plug slot: only this function leaves (other ports' functions sit
+        // in slots of their own).
+        if let Some(slot) = self.transport.slot() {
+            return Ok(slot.surprise_removal()?);
+        }
         if !self.transport.has_link_switch() || self.transport.power().is_none() {
             return Err(DeviceError::Unsupported(
                 "the target cannot pull the drive from its slot (its function cannot leave the bus)".into(),
@@ -716,7 +728,70 @@ impl Controller {
             ready_ns: Some(ready_ns),
             since_power_on_ns: self.transport.now_ns().saturating_sub(on_at),
             method,
+            link_up_ns: None,
+            enumerated_ns: None,
         })
+    }
+
+    /// Puts the drive back after a removal and brings the controller up, waiting for
+    /// CSTS.RDY up to `grace` beyond CAP.TO. Through the transport's hot-plug slot where
+    /// it has one (the function enumerated again, perhaps with BAR0 elsewhere; the other
+    /// ports' controllers, never pulled, are brought up again only where an orderly
+    /// removal shut them down); otherwise the power switch ([`Self::power_on`]).
+    pub fn reinsert(&mut self, grace: Duration) -> Result<PowerOn, DeviceError> {
+        let Some(slot) = self.transport.slot() else { return self.power_on(grace) };
+        let inserted = slot.insert()?;
+        self.lost();
+        self.ready_grace = grace;
+        let result = self.enable();
+        self.ready_grace = Duration::ZERO;
+        result?;
+        let ready_ns = self.last_ready_ns.unwrap_or(0);
+        for port in &mut self.ports {
+            if port.state != State::Enabled {
+                port.enable()?;
+            }
+        }
+        let method = self.transport.power().map_or(crate::transport::PowerMethod::Cut, |p| p.method());
+        Ok(PowerOn {
+            ready_ns: Some(ready_ns),
+            since_power_on_ns: self.transport.now_ns().saturating_sub(inserted.powered_on_at_ns),
+            method,
+            link_up_ns: inserted.link_up_ns,
+            enumerated_ns: Some(inserted.enumerated_ns),
+        })
+    }
+
+    /// An orderly removal: every port's controller shut down normally (§7.6.2), this
+    /// one last (its shutdown is the verdict), then the drive out of its hot-plug slot;
+    /// only this controller's function leaves. Without a slot, where the drive can be
+    /// pulled (a power switch and port links: the simulated drive),
+    /// [`Self::shutdown_then_power_off`]; elsewhere the target cannot remove the drive.
+    pub fn remove_orderly(&mut self, seed: u64) -> Result<Shutdown, DeviceError> {
+        if self.transport.slot().is_none() {
+            if !self.transport.has_link_switch() || self.transport.power().is_none() {
+                return Err(DeviceError::Unsupported(
+                    "the target cannot pull the drive from its slot (its function cannot leave the bus)".into(),
+                ));
+            }
+            return self.shutdown_then_power_off(seed);
+        }
+        for port in &mut self.ports {
+            let _ = port.shutdown();
+        }
+        let start = self.transport.now_ns();
+        let complete = match self.shutdown() {
+            Ok(()) => Ok(self.transport.now_ns().saturating_sub(start)),
+            Err(DeviceError::Driver(reason)) => Err(reason),
+            Err(e) => return Err(e),
+        };
+        let removed = match self.transport.slot() {
+            Some(slot) => slot.orderly_removal(),
+            None => Err(crate::transport::TransportError::Other("the hot-plug slot went away".into())),
+        };
+        self.lost();
+        removed?;
+        Ok(Shutdown { complete, unseen: None })
     }
 
     /// Shuts the controller down and gives the transport back.
@@ -868,6 +943,14 @@ impl Device for Controller {
 
     fn power_on(&mut self, grace: Duration) -> Result<PowerOn, DeviceError> {
         Controller::power_on(self, grace)
+    }
+
+    fn reinsert(&mut self, grace: Duration) -> Result<PowerOn, DeviceError> {
+        Controller::reinsert(self, grace)
+    }
+
+    fn remove_orderly(&mut self, seed: u64) -> Result<Shutdown, DeviceError> {
+        Controller::remove_orderly(self, seed)
     }
 
     fn select_arbitration(&mut self, mechanism: ArbitrationMechanism) -> Result<(), DeviceError> {

@@ -806,6 +806,13 @@ impl IoQueuePair<'_> {
 
     /// Whether CSTS says the controller will complete nothing more: it reads all ones
     /// (gone) or sets CFS. Then command `cid` is given up on and the error names it.
+    ///
+    /// A register read that reaches no function need not read all ones: behind a root
+    /// port whose slot was emptied, QEMU's unassigned memory reads 0. So a CSTS with RDY
+    /// clear (the controller was enabled: commands are outstanding) is checked in
+    /// configuration space, which reads all ones for a function that is not there: a
+    /// Vendor ID of FFFFh means gone. A present controller that dropped RDY (a quirk, a
+    /// reset) still has its Vendor ID and is not reported gone.
     fn controller_stopped(&mut self, cid: u16, elapsed: Duration) -> Result<Option<DeviceError>, DeviceError> {
         let raw = self.transport.mmio_read32(offset::CSTS)?;
         let after_ms = elapsed.as_millis() as u64;
@@ -814,12 +821,22 @@ impl IoQueuePair<'_> {
             raw if Csts::from_bits(raw).cfs() => {
                 DeviceError::ControllerFatal { what: self.queue.describe_command(cid), after_ms }
             }
+            raw if !Csts::from_bits(raw).rdy() && self.function_gone()? => {
+                DeviceError::Removed { what: self.queue.describe_command(cid), after_ms }
+            }
             _ => return Ok(None),
         };
         if self.queue.slots[cid as usize].state == SlotState::InFlight {
             self.queue.abandon(cid);
         }
         Ok(Some(error))
+    }
+
+    /// Whether the function no longer answers configuration reads: its Vendor ID (offset
+    /// 00h) reads FFFFh, which no function has (PCI Local Bus: the value returned when no
+    /// function responds).
+    fn function_gone(&mut self) -> Result<bool, DeviceError> {
+        Ok(self.transport.config_read32(0x00)? & 0xFFFF == 0xFFFF)
     }
 
     /// Sends one command and waits (bounded) for its completion; data the controller

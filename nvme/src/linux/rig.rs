@@ -314,6 +314,8 @@ impl super::LinuxDevice {
             ready_ns: None,
             since_power_on_ns: started.elapsed().as_nanos() as u64,
             method: rig.method(),
+            link_up_ns: None,
+            enumerated_ns: None,
         })
     }
 }

@@ -6,8 +6,10 @@
 
 mod dma;
 pub mod qemu;
+mod slot;
 
 pub use dma::{DmaError, DmaRegion};
+pub use slot::{Insertion, Slot};
 
 /// Why a transport could not do what was asked. These are nvtest or target-plumbing
 /// failures (an `error` verdict), never drive misbehaviour.
@@ -115,6 +117,13 @@ pub trait Transport: Send {
     /// The drive's power switch, when the target has one (the simulated drive; QEMU, by
     /// killing and restarting it; a rig on a hardware runner).
     fn power(&mut self) -> Option<&mut dyn PowerSwitch> {
+        None
+    }
+
+    /// The hot-plug slot the function sits in, when the host can empty and fill it
+    /// (QEMU's function behind a hot-plug-capable root port). The simulated drive has
+    /// none: it is pulled by its power switch with every port's link ([`Self::set_link`]).
+    fn slot(&mut self) -> Option<&mut dyn Slot> {
         None
     }
 }

@@ -62,6 +62,10 @@ struct Tally {
     ready_ns: Vec<u64>,
     /// Power-on to the controller up (ready, queues or the kernel's device back).
     back_ns: Vec<u64>,
+    /// Reinsertion into a hot-plug slot: the slot's power on to the link up.
+    link_up_ns: Vec<u64>,
+    /// Reinsertion into a hot-plug slot: the slot's power on to the function enumerated.
+    enumerated_ns: Vec<u64>,
     media_ready_ns: Vec<u64>,
     /// Surprise removal: from the drive pulled to the driver finding it gone.
     removal_seen_ns: Vec<u64>,
@@ -217,7 +221,11 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             } else if shutdown {
                 io.close()?;
                 let mut judged = super::workload::verdict(ctx, &work, &outcome);
-                let shutdown = ctx.device.shutdown_then_power_off(cycle_seed)?;
+                let shutdown = if p.removal == Some(Removal::Orderly) {
+                    ctx.device.remove_orderly(cycle_seed)?
+                } else {
+                    ctx.device.shutdown_then_power_off(cycle_seed)?
+                };
                 if let (Ok(()), Err(reason), None) = (&judged, shutdown.complete, &shutdown.unseen) {
                     judged = Err(ctx.fail_rule(
                         rules::normal_shutdown(),
@@ -236,7 +244,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             if let Some(j) = journal.as_mut() {
                 j.push(&Record::Cut { cycle });
             }
-            let on = power_on(ctx, cycle, cap.as_ref())?;
+            let on = power_on(ctx, cycle, cap.as_ref(), p.removal.is_some())?;
             judged?;
             if p.removal.is_some() {
                 same_drive(ctx, cycle, &before, &ranges)?;
@@ -251,6 +259,8 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             let media = media_ready(ctx, &ranges[0])?;
             tally.ready_ns.extend(on.ready_ns);
             tally.back_ns.push(on.since_power_on_ns);
+            tally.link_up_ns.extend(on.link_up_ns);
+            tally.enumerated_ns.extend(on.enumerated_ns);
             tally.media_ready_ns.push(on.since_power_on_ns + media);
             set_write_cache(ctx, &id, write_cache)?;
             let smart_after = smart(ctx)?;
@@ -389,7 +399,7 @@ fn removal_failure(ctx: &mut CaseContext<'_>, work: &Workload, cycle: u64, e: De
 
 /// After a failed surprise removal, the drive back in its slot for the cases after.
 fn reinsert_after_failure(ctx: &mut CaseContext<'_>) {
-    if let Err(e) = ctx.device.power_on(READY_GRACE) {
+    if let Err(e) = ctx.device.reinsert(READY_GRACE) {
         ctx.controller_lost = true;
         ctx.log.push(format!("reinserting the drive after the failed removal: {e}"));
     }
@@ -475,7 +485,7 @@ fn establish_floor(
     seed: u64,
 ) -> StepResult {
     let shutdown = ctx.device.shutdown_then_power_off(seed)?;
-    let on = power_on(ctx, 0, cap)?;
+    let on = power_on(ctx, 0, cap, false)?;
     if let (Err(reason), None) = (shutdown.complete, &shutdown.unseen) {
         return Err(ctx.fail_rule(
             rules::normal_shutdown(),
@@ -514,9 +524,16 @@ fn establish_floor(
     Ok(())
 }
 
-/// Powers the drive on: a controller not ready even after the grace fails CAP.TO's rule.
-fn power_on(ctx: &mut CaseContext<'_>, cycle: u64, cap: Option<&Cap>) -> StepResult<nvme::driver::PowerOn> {
-    ctx.device.power_on(READY_GRACE).map_err(|e| match e {
+/// Powers the drive on, or puts it back in its slot after a removal (`reinsert`): a
+/// controller not ready even after the grace fails CAP.TO's rule.
+fn power_on(
+    ctx: &mut CaseContext<'_>,
+    cycle: u64,
+    cap: Option<&Cap>,
+    reinsert: bool,
+) -> StepResult<nvme::driver::PowerOn> {
+    let on = if reinsert { ctx.device.reinsert(READY_GRACE) } else { ctx.device.power_on(READY_GRACE) };
+    on.map_err(|e| match e {
         e @ DeviceError::Driver(_) => ctx.fail_rule(
             rules::ready_within_cap_to(),
             format!("cycle {cycle}: power on, CC.EN = 1"),
@@ -1002,6 +1019,8 @@ fn record_figures(ctx: &mut CaseContext<'_>, t: &Tally) {
     spread("ready_ms", &t.ready_ns, 1e6, "ms");
     spread("power_on_to_up_ms", &t.back_ns, 1e6, "ms");
     spread("media_ready_ms", &t.media_ready_ns, 1e6, "ms");
+    spread("slot_power_on_to_link_up_ms", &t.link_up_ns, 1e6, "ms");
+    spread("slot_power_on_to_enumerated_ms", &t.enumerated_ns, 1e6, "ms");
     spread("removal_found_ms", &t.removal_seen_ns, 1e6, "ms");
     spread("commands_ended_by_removal", &t.ended_in_error, 1.0, "commands");
     ctx.figures.push(JobFigures {

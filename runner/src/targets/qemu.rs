@@ -36,7 +36,17 @@ pub fn start_qemu(topology: &Topology) -> Result<QemuDevice, String> {
         Controller::new(Box::new(transport), Options::default())
             .map_err(|e| format!("qemu:{name}: controller {id} at {address}: bring-up: {e}"))
     };
-    let mut controller = bring_up(&id, address)?;
+    // The first controller in a hot-plug slot can be pulled from it and put back.
+    let mut controller = match (topology.hotplug_port_of(&id), topology.device_add(&id)) {
+        (Some((port, port_address)), Some(device_add)) => {
+            let transport = machine
+                .transport_in_slot(address, port_address, device_add)
+                .map_err(|e| format!("qemu:{name}: controller {id} in the slot of root port {}: {e}", port.id))?;
+            Controller::new(Box::new(transport), Options::default())
+                .map_err(|e| format!("qemu:{name}: controller {id} at {address}: bring-up: {e}"))?
+        }
+        _ => bring_up(&id, address)?,
+    };
     for (id, address) in ports(topology, &addresses) {
         controller.add_port(bring_up(&id, address)?);
     }
@@ -150,6 +160,14 @@ impl Device for QemuDevice {
 
     fn power_on(&mut self, grace: std::time::Duration) -> Result<nvme::driver::PowerOn, DeviceError> {
         self.controller.power_on(grace)
+    }
+
+    fn reinsert(&mut self, grace: std::time::Duration) -> Result<nvme::driver::PowerOn, DeviceError> {
+        self.controller.reinsert(grace)
+    }
+
+    fn remove_orderly(&mut self, seed: u64) -> Result<nvme::driver::Shutdown, DeviceError> {
+        self.controller.remove_orderly(seed)
     }
 
     fn set_link(&mut self, up: bool) -> Result<Option<u64>, DeviceError> {

@@ -484,6 +484,54 @@ impl Topology {
         args
     }
 
+    /// QMP `device_add`'s arguments that put controller `id` back where the command line
+    /// put it, with the same properties ([`Self::device_args`]), numbers as numbers;
+    /// `None` for a controller the topology does not have.
+    pub fn device_add(&self, id: &str) -> Option<serde_json::Value> {
+        let c = self.controller(id)?;
+        let mut d = serde_json::json!({ "driver": "nvme", "id": c.id, "serial": c.serial });
+        match (&c.root_port, c.root_slot) {
+            (Some(rp), _) => {
+                d["bus"] = rp.as_str().into();
+                d["addr"] = "0".into();
+            }
+            (None, Some(slot)) => {
+                d["bus"] = "pcie.0".into();
+                d["addr"] = format!("{slot:#04x}").into();
+            }
+            (None, None) => {}
+        }
+        if let Some(s) = &c.subsystem {
+            d["subsys"] = s.as_str().into();
+        }
+        let numbers = [
+            ("mdts", c.mdts.map(u64::from)),
+            ("max_ioqpairs", c.max_ioqpairs.map(u64::from)),
+            ("msix_qsize", c.msix_qsize.map(u64::from)),
+            ("mqes", c.mqes.map(u64::from)),
+            ("aerl", c.aerl.map(u64::from)),
+            ("aer_max_queued", c.aer_max_queued.map(u64::from)),
+            ("cmb_size_mb", c.cmb_size_mb.map(u64::from)),
+        ];
+        for (key, value) in numbers {
+            if let Some(v) = value {
+                d[key] = v.into();
+            }
+        }
+        if let Some(intel) = c.use_intel_id {
+            d["use-intel-id"] = intel.into();
+        }
+        Some(d)
+    }
+
+    /// The hot-plug-capable root port controller `id` sits behind, with its address on
+    /// `pcie.0`; `None` for a controller on `pcie.0` or behind a port without hot-plug.
+    pub fn hotplug_port_of(&self, id: &str) -> Option<(&RootPort, PciAddress)> {
+        let rp = self.controller(id)?.root_port.as_ref()?;
+        let port = self.root_ports.iter().find(|p| &p.id == rp && p.hotplug)?;
+        Some((port, PciAddress::new(0, port.root_slot, 0)))
+    }
+
     /// The controller `id`.
     pub fn controller(&self, id: &str) -> Option<&ControllerSpec> {
         self.controllers.iter().find(|c| c.id == id)

@@ -49,6 +49,7 @@ mod pci;
 mod process;
 mod qmp;
 mod qtest;
+mod slot;
 mod socket;
 mod stderr;
 
@@ -259,6 +260,9 @@ pub struct QemuTransport {
     bar0: Bar,
     dma: DmaRegion,
     window: usize,
+    /// The hot-plug slot the function sits in, when made with
+    /// [`QemuMachine::transport_in_slot`].
+    hotplug: Option<slot::HotplugSlot>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -467,7 +471,7 @@ impl QemuMachine {
             Ok(dma)
         });
         match result {
-            Ok(dma) => Ok(QemuTransport { machine: self.machine.clone(), address, bar0, dma, window }),
+            Ok(dma) => Ok(QemuTransport { machine: self.machine.clone(), address, bar0, dma, window, hotplug: None }),
             Err(e) => {
                 lock(&self.machine.windows)[window] = None;
                 Err(e)
@@ -489,34 +493,20 @@ impl QemuMachine {
     /// The offset of the PCI Express Capability (ID 10h) in `port`'s configuration space,
     /// found through the capability list; `None` when the function has none.
     pub fn pcie_capability(&self, port: PciAddress) -> Result<Option<u16>, TransportError> {
-        let mut at = (self.config_read32(port, 0x34)? & 0xFC) as u16;
-        // At most 48 capabilities fit between 40h and FFh: a longer chain is a loop.
-        for _ in 0..48 {
-            if at == 0 {
-                break;
-            }
-            let header = self.config_read32(port, at)?;
-            if header & 0xFF == 0x10 {
-                return Ok(Some(at));
-            }
-            at = ((header >> 8) & 0xFC) as u16;
-        }
-        Ok(None)
+        slot::pcie_capability(&self.machine, port)
     }
 
     /// Sets a PCIe root port's Slot Control (PCI Express Capability + 18h) as a guest's
     /// hot-plug driver would: power on is Power Controller Control (bit 10) 0 with the
     /// Power Indicator (bits 9:8) on (01b); power off is PCC 1 with the indicator off
-    /// (11b), which is when QEMU completes the removal of a device being deleted. Slot
-    /// Status (the upper half) is written as 0, leaving its RW1C bits alone.
+    /// (11b), which is when QEMU completes the removal of a device being deleted (and
+    /// removes one that was not, at once: a surprise removal). Slot Status (the upper
+    /// half) is written as 0, leaving its RW1C bits alone.
     pub fn set_slot_power(&self, port: PciAddress, on: bool) -> Result<(), TransportError> {
         let pcie = self
             .pcie_capability(port)?
             .ok_or_else(|| TransportError::Other(format!("{port} has no PCI Express capability")))?;
-        let slot_control = pcie + 0x18;
-        let value = self.config_read32(port, slot_control)? & 0xFFFF & !(1 << 10 | 3 << 8);
-        let value = if on { value | 1 << 8 } else { value | 1 << 10 | 3 << 8 };
-        self.config_write32(port, slot_control, value)
+        slot::set_slot_power(&self.machine, port, pcie, on)
     }
 
     /// Runs a QMP command; `arguments` is its JSON object. Returns QMP's `return` value.
@@ -1086,6 +1076,14 @@ impl Transport for QemuTransport {
     fn power(&mut self) -> Option<&mut dyn PowerSwitch> {
         Some(self)
     }
+
+    /// The root port's slot, for a transport made with [`QemuMachine::transport_in_slot`].
+    fn slot(&mut self) -> Option<&mut dyn super::Slot> {
+        match self.hotplug {
+            Some(_) => Some(self),
+            None => None,
+        }
+    }
 }
 
 impl PowerSwitch for QemuTransport {
@@ -1100,6 +1098,10 @@ impl PowerSwitch for QemuTransport {
     /// Starts QEMU again; the function must come back where its BAR0 was placed.
     fn on(&mut self) -> Result<(), TransportError> {
         self.machine.power_on()?;
+        // Started from its command line: the device is in its slot again.
+        if let Some(slot) = self.hotplug.as_mut() {
+            slot.restarted();
+        }
         let placed = lock(&self.machine.bus).pci.function(self.address).and_then(|f| f.bar(0));
         if placed != Some(self.bar0) {
             return Err(TransportError::Other(format!(
