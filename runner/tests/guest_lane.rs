@@ -450,6 +450,34 @@ fn power_fail_by_the_rigs_pci_remove_rescan_is_judged_and_labelled_in_every_verd
     assert_eq!(outcome.exit_status, 0, "warnings and skips are not failures:\n{console}");
 }
 
+/// The hot-plug suite on a Linux target whose rig removes and rescans the PCI function:
+/// the orderly removals are the kernel's (the driver shuts the controller down, the
+/// function leaves the bus, a rescan finds it again), every block judged, and the case
+/// says what it did not prove (no power was lost); the surprise removal, which the
+/// kernel's sysfs cannot do, is skipped saying so.
+#[test]
+fn hot_plug_by_the_rigs_pci_remove_rescan_removes_in_order_and_skips_the_surprise() {
+    let _one = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let rig_file = dir.path().join("rig.yaml");
+    std::fs::write(&rig_file, "pci_remove_rescan: true\n").unwrap();
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../suites/hot-plug.yaml");
+    let mut request = GuestRequest::new(&TopologyRef::Builtin("ns32".into()), vec![suite]).unwrap();
+    request.echo = false;
+    request.rig = Some(rig_file);
+    let outcome = guest::execute(&request).unwrap_or_else(|e| panic!("the guest lane failed: {e}"));
+    let console = outcome.console.join("\n");
+    let Some(xml) = &outcome.junit else { panic!("no JUnit from the guest; its console:\n{console}") };
+    let verdicts = junit_verdicts(xml);
+    let (kind, message) = &verdicts["hot-plug::orderly-removal"];
+    assert_eq!(*kind, Kind::Warning, "{message}\n{console}");
+    assert!(console.contains("5 power cycles by PCI remove/rescan") && console.contains("each held what it had to"));
+    let (kind, _) = &verdicts["hot-plug::surprise-removal"];
+    let Kind::Skipped(why) = kind else { panic!("surprise removal: {kind:?}\n{console}") };
+    assert!(why.contains("cannot remove the drive"), "{why}");
+    assert_eq!(outcome.exit_status, 0, "{console}");
+}
+
 #[test]
 fn power_fail_by_a_rigs_commands_finds_the_controller_again_by_its_serial() {
     let _one = lock();
