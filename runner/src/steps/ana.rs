@@ -182,12 +182,12 @@ pub fn ana_states(ctx: &mut CaseContext<'_>, ns: &NsRef) -> StepResult {
     }
     let t = target(ctx, ns)?;
     // The hook first: a target without one skips before anything is changed.
-    on_port(ctx, 1, |ctx| Ok(ctx.target()?.set_ana_state(t.anagrpid, AnaState::Optimized)?))?;
+    ctx.through_port(1, |ctx| Ok(ctx.target()?.set_ana_state(t.anagrpid, AnaState::Optimized)?))?;
     ctx.log.push(format!("[port 2] ANA group {} set ANA Optimized (the target's test hook)", t.anagrpid));
-    on_port(ctx, 1, arm_notices)?;
+    ctx.through_port(1, arm_notices)?;
     let result = walk(ctx, &t);
     // Whatever was judged, the group is left Optimized and its notice read.
-    let restored = on_port(ctx, 1, |ctx| {
+    let restored = ctx.through_port(1, |ctx| {
         ctx.target()?.set_ana_state(t.anagrpid, AnaState::Optimized)?;
         read_log(ctx, false, false).map(|_| ())
     });
@@ -229,18 +229,6 @@ fn target(ctx: &mut CaseContext<'_>, ns: &NsRef) -> StepResult<Target> {
         ));
     }
     Ok(Target { nsid, block_size, anagrpid: id.anagrpid })
-}
-
-/// Runs `f` with the case's commands going through `port` (0-based), then back.
-fn on_port<T>(
-    ctx: &mut CaseContext<'_>,
-    port: usize,
-    f: impl FnOnce(&mut CaseContext<'_>) -> StepResult<T>,
-) -> StepResult<T> {
-    let before = std::mem::replace(&mut ctx.port, port);
-    let result = f(ctx);
-    ctx.port = before;
-    result
 }
 
 /// On the port in use: ANA Change Notices enabled (Asynchronous Event Configuration bit
@@ -306,7 +294,7 @@ fn walk(ctx: &mut CaseContext<'_>, t: &Target) -> StepResult {
         t.nsid,
         states.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
     ));
-    let mut chgcnt = on_port(ctx, 1, |ctx| read_log(ctx, false, false))?.chgcnt;
+    let mut chgcnt = ctx.through_port(1, |ctx| read_log(ctx, false, false))?.chgcnt;
     let mut warnings = Vec::new();
     for state in states {
         chgcnt = one_state(ctx, t, state, chgcnt, &mut warnings)?;
@@ -326,9 +314,9 @@ fn one_state(
 ) -> StepResult<u64> {
     let name = state.name();
     let change = format!("ANA group {} put in {name} state through port 2", t.anagrpid);
-    on_port(ctx, 1, |ctx| Ok(ctx.target()?.set_ana_state(t.anagrpid, state)?))?;
+    ctx.through_port(1, |ctx| Ok(ctx.target()?.set_ana_state(t.anagrpid, state)?))?;
     ctx.log.push(format!("[port 2] {change} (the target's test hook)"));
-    let told = on_port(ctx, 1, await_notice)?;
+    let told = ctx.through_port(1, await_notice)?;
     if let Err(seen) = told {
         return Err(ctx.fail_rule(
             rules::ana_change_notice(),
@@ -342,7 +330,7 @@ fn one_state(
         ));
     }
     // The log of port 2: the new state, the Change Count moved, and with RGO no NSIDs.
-    let log = on_port(ctx, 1, |ctx| read_log(ctx, false, false))?;
+    let log = ctx.through_port(1, |ctx| read_log(ctx, false, false))?;
     let sent = format!("{change}, then Get Log Page 0Ch on port 2");
     let group = log.group(t.anagrpid);
     let reported = group.map(|g| g.state);
@@ -359,7 +347,7 @@ fn one_state(
             format!("ANA state {:X}h ({name}) and a Change Count other than {chgcnt}", state as u8),
         ));
     }
-    let groups_only = on_port(ctx, 1, |ctx| read_log(ctx, true, true))?;
+    let groups_only = ctx.through_port(1, |ctx| read_log(ctx, true, true))?;
     if groups_only.groups.iter().any(|g| !g.nsids.is_empty()) || groups_only.group(t.anagrpid).is_none() {
         return Err(ctx.fail_rule(
             rules::ana_log(),
@@ -397,7 +385,7 @@ fn judge_io(ctx: &mut CaseContext<'_>, t: &Target, state: AnaState, warnings: &m
     let name = state.name();
     let mut block = vec![0u8; t.block_size];
     let what = format!("Read NSID {} LBA 0 through port 2, its group in {name} state there", t.nsid);
-    let c = on_port(ctx, 1, |ctx| ctx.io(&what, nvm::read(t.nsid, 0, 0), Data::FromDevice(&mut block)))?;
+    let c = ctx.through_port(1, |ctx| ctx.io(&what, nvm::read(t.nsid, 0, 0), Data::FromDevice(&mut block)))?;
     let got = c.status();
     match state.refusal() {
         None if !got.is_success() => {
@@ -428,7 +416,7 @@ fn judge_io(ctx: &mut CaseContext<'_>, t: &Target, state: AnaState, warnings: &m
     }
     let mut id = IdentifyNamespace::new_zeroed();
     let what = format!("Identify Namespace NSID {} through port 2, its group in {name} state there", t.nsid);
-    let c = on_port(ctx, 1, |ctx| {
+    let c = ctx.through_port(1, |ctx| {
         ctx.admin(&what, identify(Cns::Namespace, t.nsid, 0), Data::FromDevice(id.as_mut_bytes()))
     })?;
     if !c.status().is_success() {

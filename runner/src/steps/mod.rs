@@ -177,6 +177,16 @@ impl<'a> CaseContext<'a> {
         }
     }
 
+    /// Runs `f` with the case's commands going through `port` (0-based: 0 the controller
+    /// nvtest opened, n its NVM subsystem's n-th other controller), then back to the port
+    /// in use before, whatever `f` returned.
+    pub fn through_port<T>(&mut self, port: usize, f: impl FnOnce(&mut Self) -> StepResult<T>) -> StepResult<T> {
+        let before = std::mem::replace(&mut self.port, port);
+        let result = f(self);
+        self.port = before;
+        result
+    }
+
     /// Sends an admin command, logging what was sent and what came back.
     pub fn admin(&mut self, what: &str, cmd: Command, data: Data<'_>) -> StepResult<Completion> {
         self.within_deadline(what)?;

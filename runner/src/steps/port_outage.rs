@@ -98,21 +98,18 @@ pub fn port_outage(ctx: &mut CaseContext<'_>, o: &PortOutage) -> StepResult {
         ],
     });
     // Every block port 1 wrote, through the port that was down.
-    ctx.port = port - 1;
-    let verified = io::verify(ctx, &NsRef::Named(NsName::All), None, None);
-    ctx.port = 0;
-    verified
+    ctx.through_port(port - 1, |ctx| io::verify(ctx, &NsRef::Named(NsName::All), None, None))
 }
 
 /// Identify Controller through port `port` (1-based).
 fn identify_port(ctx: &mut CaseContext<'_>, port: usize) -> StepResult<IdentifyController> {
-    let before = std::mem::replace(&mut ctx.port, port - 1);
     let mut id = IdentifyController::new_zeroed();
-    let result = ctx
-        .admin("Identify Controller", identify(Cns::Controller, 0, 0), Data::FromDevice(id.as_mut_bytes()))
-        .and_then(|c| ctx.require_success("Identify Controller", &c));
-    ctx.port = before;
-    result.map(|()| id)
+    ctx.through_port(port - 1, |ctx| {
+        let c =
+            ctx.admin("Identify Controller", identify(Cns::Controller, 0, 0), Data::FromDevice(id.as_mut_bytes()))?;
+        ctx.require_success("Identify Controller", &c)
+    })?;
+    Ok(id)
 }
 
 /// Port 1's load while the other port was down: nothing failed, nothing read wrong.

@@ -63,22 +63,9 @@ fn identify_controller(ctx: &mut CaseContext<'_>) -> StepResult<IdentifyControll
     Ok(id)
 }
 
-/// Runs `f` with the case's commands going through port `number`, then back to the port
-/// in use before, whatever `f` returned.
-fn on_port<T>(
-    ctx: &mut CaseContext<'_>,
-    number: usize,
-    f: impl FnOnce(&mut CaseContext<'_>) -> StepResult<T>,
-) -> StepResult<T> {
-    let before = std::mem::replace(&mut ctx.port, number - 1);
-    let result = f(ctx);
-    ctx.port = before;
-    result
-}
-
 /// Identify Controller of every port, port 1 first.
 fn identify_ports(ctx: &mut CaseContext<'_>) -> StepResult<Vec<IdentifyController>> {
-    (1..=ctx.device.port_count() + 1).map(|n| on_port(ctx, n, identify_controller)).collect()
+    (1..=ctx.device.port_count() + 1).map(|n| ctx.through_port(n - 1, identify_controller)).collect()
 }
 
 /// The CNTLID of every port, port 1 first; skips unless there are two.
@@ -102,9 +89,9 @@ pub fn cntlids(ctx: &mut CaseContext<'_>, what: &str) -> StepResult<Vec<u16>> {
 
 /// The NSIDs active on every port (each port's Active Namespace ID list, CNS 02h).
 pub fn active_on_every_port(ctx: &mut CaseContext<'_>) -> StepResult<Vec<u32>> {
-    let mut common = on_port(ctx, 1, |ctx| resolve::namespace_list(ctx, Cns::ActiveNamespaceList))?;
+    let mut common = ctx.through_port(0, |ctx| resolve::namespace_list(ctx, Cns::ActiveNamespaceList))?;
     for n in 2..=ctx.device.port_count() + 1 {
-        let active = on_port(ctx, n, |ctx| resolve::namespace_list(ctx, Cns::ActiveNamespaceList))?;
+        let active = ctx.through_port(n - 1, |ctx| resolve::namespace_list(ctx, Cns::ActiveNamespaceList))?;
         common.retain(|nsid| active.contains(nsid));
     }
     Ok(common)
@@ -179,7 +166,7 @@ pub fn port_identity(ctx: &mut CaseContext<'_>) -> StepResult {
     if ctx.facts.namespace_management() {
         let all: Vec<u16> = ids.iter().map(|id| id.cntlid).collect();
         for n in 1..=ids.len() {
-            let listed = on_port(ctx, n, |ctx| controller_list(ctx, Cns::ControllerList, 0))?;
+            let listed = ctx.through_port(n - 1, |ctx| controller_list(ctx, Cns::ControllerList, 0))?;
             if let Some(missing) = all.iter().find(|c| !listed.contains(c)) {
                 return Err(ctx.fail_rule(
                     rules::subsystem_controller_list(),
@@ -313,7 +300,7 @@ fn find_or_make_private(ctx: &mut CaseContext<'_>, first: u16) -> StepResult<(u3
 /// The rules of a private namespace attached to port 1 (CNTLID `ids[0]`) alone.
 fn judge_private(ctx: &mut CaseContext<'_>, nsid: u32, ids: &[u16]) -> StepResult {
     let (first, second) = (ids[0], ids[1]);
-    let active = on_port(ctx, 2, |ctx| resolve::namespace_list(ctx, Cns::ActiveNamespaceList))?;
+    let active = ctx.through_port(1, |ctx| resolve::namespace_list(ctx, Cns::ActiveNamespaceList))?;
     if active.contains(&nsid) {
         return Err(ctx.fail_rule(
             rules::attached_controllers_only(),

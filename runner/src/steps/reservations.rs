@@ -529,10 +529,7 @@ fn on_port(
     cmd: nvme::spec::Command,
     data: Data<'_>,
 ) -> StepResult<Completion> {
-    let before = std::mem::replace(&mut ctx.port, port);
-    let result = ctx.io(what, cmd, data);
-    ctx.port = before;
-    result
+    ctx.through_port(port, |ctx| ctx.io(what, cmd, data))
 }
 
 /// An admin command with data to the device through `port` (0-based).
@@ -543,8 +540,5 @@ fn on_port_admin(
     cmd: nvme::spec::Command,
     data: &[u8],
 ) -> StepResult<Completion> {
-    let before = std::mem::replace(&mut ctx.port, port);
-    let result = ctx.admin(what, cmd, Data::ToDevice(data));
-    ctx.port = before;
-    result
+    ctx.through_port(port, |ctx| ctx.admin(what, cmd, Data::ToDevice(data)))
 }
