@@ -151,7 +151,11 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
     let ctx_seed = ctx.seed;
     let mut draws = Draws::new(ctx_seed ^ 0x706f_7765_725f_6661);
     let mut journal = open_journal(ctx, &ranges, &survival, shutdown)?;
-    let before = identities(ctx, &ranges)?;
+    // What a removal must give back: read only for removal campaigns.
+    let before = match p.removal {
+        Some(_) => Some(identities(ctx, &ranges)?),
+        None => None,
+    };
     let mut late: Option<Failure> = None;
     let result = (|| {
         establish_floor(ctx, &ranges, cap.as_ref(), &id, write_cache, &mut floor, ctx_seed)?;
@@ -246,8 +250,8 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             }
             let on = power_on(ctx, cycle, cap.as_ref(), p.removal.is_some())?;
             judged?;
-            if p.removal.is_some() {
-                same_drive(ctx, cycle, &before, &ranges)?;
+            if let Some(before) = &before {
+                same_drive(ctx, cycle, before, &ranges)?;
             }
             // A warning (a claim judged through the kernel) does not end the campaign.
             match judge_ready(ctx, cycle, &on, cap.as_ref()) {
