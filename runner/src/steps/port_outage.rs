@@ -103,13 +103,7 @@ pub fn port_outage(ctx: &mut CaseContext<'_>, o: &PortOutage) -> StepResult {
 
 /// Identify Controller through port `port` (1-based).
 fn identify_port(ctx: &mut CaseContext<'_>, port: usize) -> StepResult<IdentifyController> {
-    let mut id = IdentifyController::new_zeroed();
-    ctx.through_port(port - 1, |ctx| {
-        let c =
-            ctx.admin("Identify Controller", identify(Cns::Controller, 0, 0), Data::FromDevice(id.as_mut_bytes()))?;
-        ctx.require_success("Identify Controller", &c)
-    })?;
-    Ok(id)
+    ctx.through_port(port - 1, super::ports::identify_controller)
 }
 
 /// Port 1's load while the other port was down: nothing failed, nothing read wrong.

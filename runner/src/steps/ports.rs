@@ -55,11 +55,12 @@ pub fn select(ctx: &mut CaseContext<'_>, number: u16) -> StepResult {
     Ok(())
 }
 
-fn identify_controller(ctx: &mut CaseContext<'_>) -> StepResult<IdentifyController> {
+/// Identify Controller through the port in use (the one helper every step uses).
+pub(crate) fn identify_controller(ctx: &mut CaseContext<'_>) -> StepResult<IdentifyController> {
     let mut id = IdentifyController::new_zeroed();
-    let what = "Identify Controller".to_string();
-    let c = ctx.admin(&what, identify(Cns::Controller, 0, 0), Data::FromDevice(id.as_mut_bytes()))?;
-    ctx.require_success(&what, &c)?;
+    let what = "Identify Controller";
+    let c = ctx.admin(what, identify(Cns::Controller, 0, 0), Data::FromDevice(id.as_mut_bytes()))?;
+    ctx.require_success(what, &c)?;
     Ok(id)
 }
 

@@ -100,7 +100,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
         }
         jobs.push(built);
     }
-    let id = identify_controller(ctx)?;
+    let id = super::ports::identify_controller(ctx)?;
     if method == PowerMethod::RemoveRescan && p.smart_counters {
         return Err(StepError::Skip(
             "the case judges SMART / Health's Power Cycles and Unsafe Shutdowns; the rig's PCI remove/rescan loses \
@@ -337,7 +337,7 @@ struct Identities {
 }
 
 fn identities(ctx: &mut CaseContext<'_>, ranges: &[Range]) -> StepResult<Identities> {
-    let id = identify_controller(ctx)?;
+    let id = super::ports::identify_controller(ctx)?;
     let mut namespaces = Vec::new();
     for nsid in ranges.iter().map(|r| r.nsid) {
         if namespaces.iter().any(|(n, _, _)| *n == nsid) {
@@ -574,13 +574,6 @@ fn progress_bar(cycles: u32) -> indicatif::ProgressBar {
     bar
 }
 
-fn identify_controller(ctx: &mut CaseContext<'_>) -> StepResult<IdentifyController> {
-    let mut id = IdentifyController::new_zeroed();
-    let c = ctx.admin("Identify Controller", identify(Cns::Controller, 0, 0), Data::FromDevice(id.as_mut_bytes()))?;
-    ctx.require_success("Identify Controller", &c)?;
-    Ok(id)
-}
-
 /// CAP, where nvtest's driver owns the registers; `None` on a kernel target.
 fn read_cap(ctx: &mut CaseContext<'_>) -> Option<Cap> {
     let regs = ctx.device.registers()?;
@@ -622,7 +615,7 @@ pub fn resume(
         return Ok(resumed);
     }
     let header = &replay.header;
-    let id = identify_controller(ctx)?;
+    let id = super::ports::identify_controller(ctx)?;
     let mut ranges = Vec::new();
     for r in &header.ranges {
         let nsid = r.nsid;
