@@ -135,8 +135,10 @@ fn nothing_is_left_behind_after_normal_interrupted_and_killed_runs() {
     }
 
     // QEMU killed under a running suite: the case in flight errors with QEMU's fate,
-    // nvtest opens the target again for the next case, and the run ends (exit 1).
-    let run = start(&["--suite", "trim", "qemu:ns32"], "killed");
+    // nvtest opens the target again for the next case, and the run ends (exit 1). The qos
+    // suite runs about 5 s here, so the kill 1.5 s in lands in a case (trim, which the
+    // test used before, could end within 1.5 s and leave no QEMU to kill).
+    let run = start(&["--suite", "qos", "qemu:ns32"], "killed");
     let qemu = wait_for_qemu(&run);
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: kill(2) on the QEMU this run started.
