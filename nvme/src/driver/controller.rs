@@ -654,12 +654,20 @@ impl Controller {
         if let Some(slot) = self.transport.slot() {
             return Ok(slot.surprise_removal()?);
         }
+        self.pullable_without_slot()?;
+        self.cut_power(seed)
+    }
+
+    /// Whether a drive in no hot-plug slot can still be pulled: its function leaves the
+    /// bus as a pulled drive's does (a link switch) and its power can go (a power switch),
+    /// as on the simulated drive. A target whose power switch ends the machine cannot.
+    fn pullable_without_slot(&mut self) -> Result<(), DeviceError> {
         if !self.transport.has_link_switch() || self.transport.power().is_none() {
             return Err(DeviceError::Unsupported(
                 "the target cannot pull the drive from its slot (its function cannot leave the bus)".into(),
             ));
         }
-        self.cut_power(seed)
+        Ok(())
     }
 
     /// The drive's power off, and the link of every other port down with it.
@@ -689,19 +697,32 @@ impl Controller {
         if self.transport.power().is_none() {
             return Err(DeviceError::Unsupported("the target has no power switch".into()));
         }
-        // Every port's controller is shut down with the drive; what this one reports is
-        // the verdict (a port's failure shows when it is brought up again).
+        let complete = self.shut_down_every_port()?;
+        self.power_off(seed)?;
+        Ok(Shutdown { complete, unseen: None })
+    }
+
+    /// Every port's controller shut down normally (§7.6.2), this one last: its shutdown
+    /// is the verdict, its time to CSTS.SHST = 10b in nanoseconds or the driver's reason
+    /// it did not complete. A port's failure shows when it is brought up again.
+    fn shut_down_every_port(&mut self) -> Result<Result<u64, String>, DeviceError> {
         for port in &mut self.ports {
             let _ = port.shutdown();
         }
         let start = self.transport.now_ns();
-        let complete = match self.shutdown() {
-            Ok(()) => Ok(self.transport.now_ns().saturating_sub(start)),
-            Err(DeviceError::Driver(reason)) => Err(reason),
-            Err(e) => return Err(e),
-        };
-        self.power_off(seed)?;
-        Ok(Shutdown { complete, unseen: None })
+        match self.shutdown() {
+            Ok(()) => Ok(Ok(self.transport.now_ns().saturating_sub(start))),
+            Err(DeviceError::Driver(reason)) => Ok(Err(reason)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Enables the controller, waiting for CSTS.RDY up to `grace` beyond CAP.TO.
+    fn enable_with_grace(&mut self, grace: Duration) -> Result<(), DeviceError> {
+        self.ready_grace = grace;
+        let result = self.enable();
+        self.ready_grace = Duration::ZERO;
+        result
     }
 
     /// Powers the drive on and brings the controller up again, waiting for CSTS.RDY up to
@@ -713,10 +734,7 @@ impl Controller {
         let method = switch.method();
         switch.on()?;
         let on_at = self.transport.now_ns();
-        self.ready_grace = grace;
-        let result = self.enable();
-        self.ready_grace = Duration::ZERO;
-        result?;
+        self.enable_with_grace(grace)?;
         let ready_ns = self.last_ready_ns.unwrap_or(0);
         // The other ports' links come up with the power.
         for port in &mut self.ports {
@@ -742,10 +760,7 @@ impl Controller {
         let Some(slot) = self.transport.slot() else { return self.power_on(grace) };
         let inserted = slot.insert()?;
         self.lost();
-        self.ready_grace = grace;
-        let result = self.enable();
-        self.ready_grace = Duration::ZERO;
-        result?;
+        self.enable_with_grace(grace)?;
         let ready_ns = self.last_ready_ns.unwrap_or(0);
         for port in &mut self.ports {
             if port.state != State::Enabled {
@@ -769,22 +784,10 @@ impl Controller {
     /// [`Self::shutdown_then_power_off`]; elsewhere the target cannot remove the drive.
     pub fn remove_orderly(&mut self, seed: u64) -> Result<Shutdown, DeviceError> {
         if self.transport.slot().is_none() {
-            if !self.transport.has_link_switch() || self.transport.power().is_none() {
-                return Err(DeviceError::Unsupported(
-                    "the target cannot pull the drive from its slot (its function cannot leave the bus)".into(),
-                ));
-            }
+            self.pullable_without_slot()?;
             return self.shutdown_then_power_off(seed);
         }
-        for port in &mut self.ports {
-            let _ = port.shutdown();
-        }
-        let start = self.transport.now_ns();
-        let complete = match self.shutdown() {
-            Ok(()) => Ok(self.transport.now_ns().saturating_sub(start)),
-            Err(DeviceError::Driver(reason)) => Err(reason),
-            Err(e) => return Err(e),
-        };
+        let complete = self.shut_down_every_port()?;
         let removed = match self.transport.slot() {
             Some(slot) => slot.orderly_removal(),
             None => Err(crate::transport::TransportError::Other("the hot-plug slot went away".into())),

@@ -5,7 +5,7 @@
 use nvme::device::{Access, Data, Device, DeviceError, HostFault, Registers};
 use nvme::driver::{Controller, Options};
 use nvme::spec::{Command, Completion};
-use nvme::transport::qemu::{PciAddress, QemuMachine};
+use nvme::transport::qemu::{PciAddress, QemuMachine, QemuTransport};
 
 use super::topology::Topology;
 
@@ -31,24 +31,22 @@ pub fn start_qemu(topology: &Topology) -> Result<QemuDevice, String> {
             if found.is_empty() { "none".to_string() } else { found.join(", ") }
         ));
     }
-    let bring_up = |id: &str, address| {
-        let transport = machine.transport(address).map_err(|e| format!("qemu:{name}: controller {id}: {e}"))?;
+    let bring_up = |id: &str, address, transport: QemuTransport| {
         Controller::new(Box::new(transport), Options::default())
             .map_err(|e| format!("qemu:{name}: controller {id} at {address}: bring-up: {e}"))
     };
+    let transport =
+        |id: &str, address| machine.transport(address).map_err(|e| format!("qemu:{name}: controller {id}: {e}"));
     // The first controller in a hot-plug slot can be pulled from it and put back.
-    let mut controller = match (topology.hotplug_port_of(&id), topology.device_add(&id)) {
-        (Some((port, port_address)), Some(device_add)) => {
-            let transport = machine
-                .transport_in_slot(address, port_address, device_add)
-                .map_err(|e| format!("qemu:{name}: controller {id} in the slot of root port {}: {e}", port.id))?;
-            Controller::new(Box::new(transport), Options::default())
-                .map_err(|e| format!("qemu:{name}: controller {id} at {address}: bring-up: {e}"))?
-        }
-        _ => bring_up(&id, address)?,
+    let first = match (topology.hotplug_port_of(&id), topology.device_add(&id)) {
+        (Some((port, port_address)), Some(device_add)) => machine
+            .transport_in_slot(address, port_address, device_add)
+            .map_err(|e| format!("qemu:{name}: controller {id} in the slot of root port {}: {e}", port.id))?,
+        _ => transport(&id, address)?,
     };
+    let mut controller = bring_up(&id, address, first)?;
     for (id, address) in ports(topology, &addresses) {
-        controller.add_port(bring_up(&id, address)?);
+        controller.add_port(bring_up(&id, address, transport(&id, address)?)?);
     }
     Ok(QemuDevice { controller, machine, stderr_seen: 0 })
 }

@@ -167,6 +167,47 @@ pub struct ControllerSpec {
     pub use_intel_id: Option<bool>,
 }
 
+/// The value of a device property, as the command line and QMP each write it.
+enum Property {
+    Text(String),
+    Number(u64),
+    /// `on`/`off` on the command line, a boolean in QMP.
+    Switch(bool),
+}
+
+impl ControllerSpec {
+    /// `-device nvme`'s properties in command-line order: the command line
+    /// ([`Topology::device_args`]) and a re-insertion ([`Topology::device_add`]) both
+    /// write these, so a re-inserted controller is the one the machine started with.
+    fn properties(&self) -> Vec<(&'static str, Property)> {
+        let mut out = vec![("id", Property::Text(self.id.clone())), ("serial", Property::Text(self.serial.clone()))];
+        match (&self.root_port, self.root_slot) {
+            (Some(rp), _) => out.extend([("bus", Property::Text(rp.clone())), ("addr", Property::Text("0x00".into()))]),
+            (None, Some(slot)) => {
+                out.extend([("bus", Property::Text("pcie.0".into())), ("addr", Property::Text(format!("{slot:#04x}")))])
+            }
+            (None, None) => {}
+        }
+        if let Some(s) = &self.subsystem {
+            out.push(("subsys", Property::Text(s.clone())));
+        }
+        let numbers = [
+            ("mdts", self.mdts.map(u64::from)),
+            ("max_ioqpairs", self.max_ioqpairs.map(u64::from)),
+            ("msix_qsize", self.msix_qsize.map(u64::from)),
+            ("mqes", self.mqes.map(u64::from)),
+            ("aerl", self.aerl.map(u64::from)),
+            ("aer_max_queued", self.aer_max_queued.map(u64::from)),
+            ("cmb_size_mb", self.cmb_size_mb.map(u64::from)),
+        ];
+        out.extend(numbers.into_iter().filter_map(|(key, value)| Some((key, Property::Number(value?)))));
+        if let Some(intel) = self.use_intel_id {
+            out.push(("use-intel-id", Property::Switch(intel)));
+        }
+        out
+    }
+}
+
 /// A namespace: `-device nvme-ns` on its controller, backed by a sparse raw image.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NamespaceSpec {
@@ -414,33 +455,16 @@ impl Topology {
             ));
         }
         for c in &self.controllers {
-            let mut d = format!("nvme,id={},serial={}", c.id, c.serial);
-            match (&c.root_port, c.root_slot) {
-                (Some(rp), _) => d.push_str(&format!(",bus={rp},addr=0x00")),
-                (None, Some(slot)) => d.push_str(&format!(",bus=pcie.0,addr={slot:#04x}")),
-                (None, None) => {}
-            }
-            if let Some(s) = &c.subsystem {
-                d.push_str(&format!(",subsys={s}"));
-            }
-            let numbers = [
-                ("mdts", c.mdts.map(u64::from)),
-                ("max_ioqpairs", c.max_ioqpairs.map(u64::from)),
-                ("msix_qsize", c.msix_qsize.map(u64::from)),
-                ("mqes", c.mqes.map(u64::from)),
-                ("aerl", c.aerl.map(u64::from)),
-                ("aer_max_queued", c.aer_max_queued.map(u64::from)),
-                ("cmb_size_mb", c.cmb_size_mb.map(u64::from)),
-            ];
-            for (key, value) in numbers {
-                if let Some(v) = value {
-                    d.push_str(&format!(",{key}={v}"));
-                }
-            }
-            if let Some(intel) = c.use_intel_id {
-                d.push_str(&format!(",use-intel-id={}", on_off(intel)));
-            }
-            device(d);
+            let properties: Vec<String> = c
+                .properties()
+                .into_iter()
+                .map(|(key, value)| match value {
+                    Property::Text(text) => format!("{key}={text}"),
+                    Property::Number(n) => format!("{key}={n}"),
+                    Property::Switch(on) => format!("{key}={}", on_off(on)),
+                })
+                .collect();
+            device(format!("nvme,{}", properties.join(",")));
         }
         for ns in &self.namespaces {
             let mut d = format!(
@@ -488,38 +512,13 @@ impl Topology {
     /// put it, with the same properties ([`Self::device_args`]), numbers as numbers;
     /// `None` for a controller the topology does not have.
     pub fn device_add(&self, id: &str) -> Option<serde_json::Value> {
-        let c = self.controller(id)?;
-        let mut d = serde_json::json!({ "driver": "nvme", "id": c.id, "serial": c.serial });
-        match (&c.root_port, c.root_slot) {
-            (Some(rp), _) => {
-                d["bus"] = rp.as_str().into();
-                d["addr"] = "0".into();
-            }
-            (None, Some(slot)) => {
-                d["bus"] = "pcie.0".into();
-                d["addr"] = format!("{slot:#04x}").into();
-            }
-            (None, None) => {}
-        }
-        if let Some(s) = &c.subsystem {
-            d["subsys"] = s.as_str().into();
-        }
-        let numbers = [
-            ("mdts", c.mdts.map(u64::from)),
-            ("max_ioqpairs", c.max_ioqpairs.map(u64::from)),
-            ("msix_qsize", c.msix_qsize.map(u64::from)),
-            ("mqes", c.mqes.map(u64::from)),
-            ("aerl", c.aerl.map(u64::from)),
-            ("aer_max_queued", c.aer_max_queued.map(u64::from)),
-            ("cmb_size_mb", c.cmb_size_mb.map(u64::from)),
-        ];
-        for (key, value) in numbers {
-            if let Some(v) = value {
-                d[key] = v.into();
-            }
-        }
-        if let Some(intel) = c.use_intel_id {
-            d["use-intel-id"] = intel.into();
+        let mut d = serde_json::json!({ "driver": "nvme" });
+        for (key, value) in self.controller(id)?.properties() {
+            d[key] = match value {
+                Property::Text(text) => text.into(),
+                Property::Number(n) => n.into(),
+                Property::Switch(on) => on.into(),
+            };
         }
         Some(d)
     }

@@ -428,10 +428,11 @@ pub enum Quirk {
     PortDownStallsOthers,
     /// With its power gone (the drive pulled from its slot, or its power cut), the
     /// function goes on answering register reads as a controller just reset (CSTS 0,
-    /// not all ones), and configuration reads as before, and completes nothing: the host cannot tell it is gone, and the
-    /// commands it had outstanding hang until their timeout. Breaks surprise removal as
-    /// PCI Express defines it (a function that is gone answers no request, reads
-    /// returning all ones), on which a host's removal handling rests.
+    /// not all ones) and configuration reads as before, and completes nothing: the host
+    /// cannot tell it is gone, and the commands it had outstanding hang until their
+    /// timeout. Breaks surprise removal as PCI Express defines it (a function that is
+    /// gone answers no request, reads returning all ones), on which a host's removal
+    /// handling rests.
     RemovedFunctionAnswers,
     /// Every namespace's NGUID and EUI64 change at each power-on (the drive reinserted
     /// comes back with other namespace identifiers). Breaks Figure 245 NGUID and EUI64:

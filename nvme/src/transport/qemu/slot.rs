@@ -11,7 +11,8 @@
 //!   configuration space reads all ones, but its old BAR reads 0 (unassigned memory),
 //!   not all ones: the driver must ask configuration space whether it is gone.
 //! - Orderly removal: `device_del` (QEMU sets Attention Button Pressed), then the power
-//!   off, then `DEVICE_DELETED` (awaited, bounded). `device_del` is never sent twice: with
+//!   off, then the device awaited (bounded) off `/machine/peripheral` (see
+//!   `Machine::wait_deleted`: its `DEVICE_DELETED` can come seconds late). `device_del` is never sent twice: with
 //!   the vCPU stopped QEMU's own 5 s attention-button timer never fires, and a second
 //!   `device_del` fails for good.
 //! - Insertion: `device_add` with the properties the command line gave the device (the
@@ -51,7 +52,7 @@ const POWER_INDICATOR_OFF: u32 = 0b11 << 8;
 /// Slot Control: Power Controller Control (bit 10; 0 power on, 1 power off).
 const POWER_CONTROLLER_CONTROL: u32 = 1 << 10;
 
-/// How long a removal may take to be reported (`DEVICE_DELETED`).
+/// How long a removed device may stay listed under `/machine/peripheral`.
 const REMOVAL_BOUND: Duration = Duration::from_secs(5);
 /// How long the link may take to come up after power-on.
 const LINK_UP_BOUND: Duration = Duration::from_secs(1);
@@ -60,7 +61,7 @@ const LINK_UP_BOUND: Duration = Duration::from_secs(1);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Occupancy {
     Occupied,
-    /// Powered off (removed); QEMU's `DEVICE_DELETED` not seen yet.
+    /// Powered off (removed); QEMU may still list the device under `/machine/peripheral`.
     Leaving,
     Empty,
 }
