@@ -1,6 +1,7 @@
 //! Runs of the `nvtest` binary against the simulated drive: the console (identity before
-//! the cases, verdicts, where the JUnit file went), exit statuses 0 and 1, and a JUnit file
-//! whose counts match the console.
+//! the cases, verdicts, where the JUnit file went), exit statuses 0 and 1, a JUnit file
+//! whose counts match the console, and report paths that are not regular files (a
+//! character device and a FIFO written in place, `-`, a block device refused).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -77,8 +78,14 @@ fn a_failed_case_exits_1_with_its_rule_and_is_a_junit_failure() {
 
 #[test]
 fn the_filter_runs_only_matching_cases() {
-    let output =
-        nvtest(&["--suite", &test_suite("basics.yaml"), "--filter", "basics::read-at-nsze/lbads=4096", "--exact"]);
+    let output = nvtest(&[
+        "--suite",
+        &test_suite("basics.yaml"),
+        "--filter",
+        "basics::read-at-nsze/lbads=4096",
+        "--exact",
+        "sim",
+    ]);
     let out = stdout(&output);
     assert_eq!(output.status.code(), Some(0), "{out}");
     assert_eq!(console_counts(&out), (1, 0, 0, 4));
@@ -103,4 +110,66 @@ fn the_firmware_suite_downloads_the_image_given_and_judges_its_revision() {
     assert!(out.contains(&format!("image: {image}")), "{out}");
     assert!(out.contains("VEND0001: the revision of the image given"), "{out}");
     assert!(!out.contains("NVTF"), "nvtest's own image is never sent when one is given:\n{out}");
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// As root, `--junit /dev/full` once replaced the device node with a regular file (the
+/// report was renamed over it). A character device is written in place: the node stays,
+/// and the device's write error is the run's error.
+#[test]
+fn a_report_to_dev_full_keeps_the_device_node_and_reports_the_write_error() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let before = std::fs::metadata("/dev/full").expect("/dev/full exists");
+    let output = nvtest(&["--suite", &test_suite("basics.yaml"), "--junit", "/dev/full", "sim"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    let err = stderr(&output);
+    assert!(err.contains("cannot write the JUnit report /dev/full: No space left on device"), "{err}");
+    let after = std::fs::symlink_metadata("/dev/full").unwrap();
+    assert!(after.file_type().is_char_device(), "/dev/full is still a character device");
+    assert_eq!((after.rdev(), after.ino()), (before.rdev(), before.ino()), "the same node");
+}
+
+#[test]
+fn a_report_to_a_fifo_is_written_into_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("junit.pipe");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let output = nvtest(&["--suite", &test_suite("basics.yaml"), "--junit", &fifo.display().to_string(), "sim"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let xml = reader.join().unwrap();
+    let report = Report::deserialize_from_str(&xml).unwrap();
+    assert_eq!(report.tests, 5);
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "still a FIFO");
+}
+
+#[test]
+fn a_report_to_dash_is_standard_output_alone_and_the_console_goes_to_stderr() {
+    let output = nvtest(&["--suite", &test_suite("basics.yaml"), "--junit", "-", "sim"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report = Report::deserialize_from_str(&stdout(&output)).expect("standard output is the JUnit XML alone");
+    assert_eq!(report.tests, 5);
+    assert!(stderr(&output).contains("test result: ok"), "the console is on stderr: {}", stderr(&output));
+}
+
+#[test]
+fn a_block_device_as_report_path_is_refused_before_the_target_opens() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("disk");
+    // A block device node of the loop driver's numbers (7, 0), made here as root.
+    let made = Command::new("mknod").arg(&node).args(["b", "7", "0"]).status().unwrap();
+    assert!(made.success(), "mknod (this test runs as root, as CI does)");
+    let output = nvtest(&["--suite", &test_suite("basics.yaml"), "--json", &node.display().to_string(), "sim"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("it is a block device"), "{}", stderr(&output));
+    assert!(!stdout(&output).contains("running "), "nothing ran: {}", stdout(&output));
+    assert!(std::fs::symlink_metadata(&node).unwrap().file_type().is_block_device());
 }

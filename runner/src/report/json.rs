@@ -260,10 +260,9 @@ pub fn schema() -> String {
     serde_json::to_string_pretty(&schema).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
-/// Writes the record to `path` atomically; the error is one line.
+/// Writes the record to `path` as [`super::output`] says; the error is one line.
 pub fn write(path: &Path, run: &RunRecord) -> Result<(), String> {
     let text =
         serde_json::to_string_pretty(&record(run)).map_err(|e| format!("cannot serialize the JSON record: {e}"))?;
-    super::junit::write_atomically(path, format!("{text}\n").as_bytes())
-        .map_err(|e| format!("cannot write the JSON record {}: {e}", path.display()))
+    super::output::write(path, "JSON record", format!("{text}\n").as_bytes())
 }

@@ -8,11 +8,10 @@
 //! section), error verdicts `<error>`, skips `<skipped>` with the reason. An expected
 //! failure and a warning are successes that show what they are: a `verdict` property
 //! on the testcase and the failure in its system-err. Every case's log is its
-//! system-out. A run cut short says so in a property of every testsuite. Written
-//! atomically: a temporary file beside the target, then a rename.
+//! system-out. A run cut short says so in a property of every testsuite. Written as
+//! [`super::output`] says: a regular file atomically, a device or FIFO in place.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::UNIX_EPOCH;
 
 use chrono::{DateTime, FixedOffset};
@@ -67,52 +66,11 @@ pub fn report(run: &RunRecord) -> Report {
     report
 }
 
-/// Writes the report to `path`, creating its directory; atomically, so a reader never
-/// sees half a file. The error is one line.
+/// Writes the report to `path` as [`super::output`] says (a regular file atomically, its
+/// directory created; a device or FIFO in place; `-` standard output). The error is one line.
 pub fn write(path: &Path, run: &RunRecord) -> Result<(), String> {
     let xml = report(run).to_string().map_err(|e| format!("cannot serialize the JUnit report: {e}"))?;
-    write_atomically(path, xml.as_bytes()).map_err(|e| format!("cannot write the JUnit report {}: {e}", path.display()))
-}
-
-/// Checks, before anything is opened, that a report can be written at `path`: its
-/// directory is created and a file is created and removed there. The error is one line.
-pub fn check_writable(path: &Path, what: &str) -> Result<(), String> {
-    if path.is_dir() {
-        return Err(format!("cannot write the {what} {}: it is a directory", path.display()));
-    }
-    let probe = temp_path(path).map_err(|e| format!("cannot write the {what} {}: {e}", path.display()))?;
-    let created =
-        probe.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| std::fs::File::create(&probe).map(drop));
-    let _ = std::fs::remove_file(&probe);
-    created.map_err(|e| format!("cannot write the {what} {}: {e}", path.display()))
-}
-
-/// The temporary file a report is written to before its rename.
-fn temp_path(path: &Path) -> std::io::Result<PathBuf> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let file_name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
-    Ok(dir.join(format!(".{}.{}.tmp", file_name.to_string_lossy(), std::process::id())))
-}
-
-/// Writes `bytes` to a temporary file beside `path`, then renames it to `path`.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let temp = temp_path(path)?;
-    if let Some(dir) = temp.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let written = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
+    super::output::write(path, "JUnit report", xml.as_bytes())
 }
 
 fn timestamp(results: &RunResults) -> Option<DateTime<FixedOffset>> {

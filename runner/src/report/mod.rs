@@ -1,10 +1,11 @@
 //! Reports: what a run produced ([`RunRecord`]: how it was run, [`meta::RunMeta`]; per
 //! target who was tested and every case that ran with its outcome, [`RunResults`]) and
-//! the files written from it ([`junit`], [`json`]).
+//! the files written from it ([`junit`], [`json`]), and where they go ([`output`]).
 
 pub mod json;
 pub mod junit;
 pub mod meta;
+pub mod output;
 
 use std::time::{Duration, SystemTime};
 

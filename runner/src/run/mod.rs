@@ -24,7 +24,7 @@ use libtest_mimic::{Arguments, Completion, Conclusion, Failed, Trial};
 use crate::exec::Session;
 use crate::identity::DeviceIdentity;
 use crate::report::meta::{InputFile, RunMeta};
-use crate::report::{junit, CaseResult, RunRecord, RunResults};
+use crate::report::{CaseResult, RunRecord, RunResults};
 use crate::safety::{self, SafetyOptions};
 use crate::suite::{ExpandedCase, LoadedSuite, SuiteInfo};
 use crate::targets::expected::ExpectedFinding;
@@ -672,7 +672,7 @@ fn check_reports(options: &RunOptions) -> Result<(), RunError> {
     }
     for (path, what) in [(&options.junit, "JUnit report"), (&options.json, "JSON record")] {
         if let Some(path) = path {
-            junit::check_writable(path, what).map_err(RunError::Report)?;
+            crate::report::output::check_writable(path, what).map_err(RunError::Report)?;
         }
     }
     Ok(())
