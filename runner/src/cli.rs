@@ -1,5 +1,8 @@
 //! The command line: `nvtest [OPTIONS] [TARGET]... [FILTER]`, `nvtest schema
-//! [--record]` and `nvtest targets`.
+//! [--record]` and `nvtest targets`. Without TARGET the run tests the built-in simulated
+//! drive, unless `CI` or `NVTEST_REQUIRE_TARGET` is set (then it is a usage error); a
+//! positional word that is neither a target nor part of a case name is refused with the
+//! nearest of each.
 //!
 //! Order of work: parse the arguments, find and load every suite (all are validated
 //! before anything else), check the findings files and that the reports can be written,
@@ -26,6 +29,10 @@ pub use crate::exit::{EXIT_FAILED, EXIT_NO_CASES, EXIT_OK, EXIT_TIMEOUT, EXIT_US
 /// Set (to anything but empty or `0`), a run without TARGET is a usage error instead of
 /// a run on the built-in simulated drive: for pipelines whose drive comes from a variable.
 pub const REQUIRE_TARGET_ENV: &str = "NVTEST_REQUIRE_TARGET";
+/// Set by every CI system (GitHub Actions, GitLab, Jenkins' plugins, Buildkite, …): there
+/// too a run without TARGET is a usage error, so a pipeline whose drive variable came out
+/// empty is red, not a green run of the simulated drive.
+pub const CI_ENV: &str = "CI";
 
 /// nvtest: checks NVMe controllers against NVMe 1.2a / 1.4, case by case.
 #[derive(Debug, Parser)]
@@ -34,10 +41,11 @@ pub const REQUIRE_TARGET_ENV: &str = "NVTEST_REQUIRE_TARGET";
     version,
     args_conflicts_with_subcommands = true,
     after_help = "TARGET: `sim` (the built-in simulated drive, also the default without TARGET; \
-NVTEST_REQUIRE_TARGET=1 forbids that default), `sim:PROFILE`, `sim:PATH.yaml`, `qemu` (topology ns32), \
+CI=true, as CI systems set it, or NVTEST_REQUIRE_TARGET=1 forbids that default), `sim:PROFILE`, `sim:PATH.yaml`, `qemu` (topology ns32), \
 `qemu:TOPOLOGY`, `qemu:PATH.yaml`, `qemu-linux:TOPOLOGY` (the Linux NVMe driver in a QEMU guest; runs alone), \
 `/dev/nvmeN` (a controller of the Linux NVMe driver). Several targets run in parallel, each device one case at \
-a time. A positional argument that is not a target is a filter (as `cargo test NAME`); `nvtest targets` lists \
+a time. A positional argument that is not a target is a filter (as `cargo test NAME`) and must match a case \
+(else it is refused, naming the nearest target and case; --filter takes any text); `nvtest targets` lists \
 profiles and topologies.
 
 Exit status: 0 nothing failed, 1 a case failed or errored, 2 nvtest could not do its job, 4 no case selected, \
@@ -362,6 +370,10 @@ fn run_suites(args: RunArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    if let Err(message) = check_positional_filter(&args, &suites) {
+        tell!("error: {message}");
+        return EXIT_USAGE;
+    }
     let mut targets = args.targets();
     // A qemu-linux target runs nvtest inside a Linux guest (crate::targets::guest): the guest's
     // nvtest does the work, this one boots it and brings the results back.
@@ -385,12 +397,23 @@ fn run_suites(args: RunArgs) -> i32 {
         return EXIT_USAGE;
     }
     let default_target = targets.is_empty();
-    if default_target && !args.list && target_required() {
-        tell!(
-            "error: no TARGET given, and {REQUIRE_TARGET_ENV} is set: name the drive (e.g. /dev/nvme0), or `sim` for \
-             the built-in simulated drive"
-        );
-        return EXIT_USAGE;
+    if default_target && !args.list {
+        if let Some(variable) = target_required() {
+            tell!(
+                "error: no TARGET given, and {variable} is set: name the drive (e.g. /dev/nvme0), or `sim` for the \
+                 built-in simulated drive"
+            );
+            return EXIT_USAGE;
+        }
+    }
+    for (path, what) in [(&args.junit, "JUnit report"), (&args.json, "JSON record")] {
+        if path.as_deref() == Some(std::path::Path::new("-")) && !args.list {
+            // The report is standard output's: the console goes to standard error.
+            if let Err(e) = crate::report::output::console_to_stderr() {
+                tell!("error: cannot send the {what} to standard output: {e}");
+                return EXIT_USAGE;
+            }
+        }
     }
     if default_target {
         targets.push(RunTarget::Spec(TargetSpec::SimProfile(crate::targets::DEFAULT_SIM_PROFILE.to_string())));
@@ -440,9 +463,63 @@ fn run_suites(args: RunArgs) -> i32 {
     }
 }
 
-/// Whether [`REQUIRE_TARGET_ENV`] forbids the default target.
-fn target_required() -> bool {
-    std::env::var_os(REQUIRE_TARGET_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+/// The variable that forbids the default target, if one is set: [`REQUIRE_TARGET_ENV`]
+/// (anything but empty or `0`), or [`CI_ENV`] (anything but empty, `0` or `false`).
+fn target_required() -> Option<&'static str> {
+    let set = |name: &str, off: &[&str]| {
+        std::env::var(name).is_ok_and(|v| !v.trim().is_empty() && !off.iter().any(|o| v.trim().eq_ignore_ascii_case(o)))
+    };
+    if set(REQUIRE_TARGET_ENV, &["0"]) {
+        Some(REQUIRE_TARGET_ENV)
+    } else if set(CI_ENV, &["0", "false"]) {
+        Some(CI_ENV)
+    } else {
+        None
+    }
+}
+
+/// The positional FILTER must be part of some case's name (`SUITE::CASE`, or
+/// `TARGET::SUITE::CASE` on a run of several targets; whole with `--exact`). A word that
+/// names neither a target nor a case is most often a mistyped drive (`nvme0x`, `sim:enterprise`)
+/// or a variable that expanded to something else: it is refused, naming the nearest
+/// target and the nearest case, rather than run as a filter that selects nothing.
+fn check_positional_filter(args: &RunArgs, suites: &[LoadedSuite]) -> Result<(), String> {
+    let Some(word) = args.filters().get(args.filters.len()).cloned() else {
+        return Ok(());
+    };
+    let targets = args.targets();
+    let labels: Vec<String> = targets.iter().map(RunTarget::describe).collect();
+    let names: Vec<String> = suites.iter().flat_map(|s| &s.cases).map(|c| format!("{}::{}", c.suite, c.name)).collect();
+    let selection = Selection { filters: vec![word.clone()], skip: Vec::new(), exact: args.exact };
+    let several = labels.len() > 1;
+    let matched = suites.iter().flat_map(|s| &s.cases).any(|case| {
+        selection.selects(case, None) || (several && labels.iter().any(|l| selection.selects(case, Some(l))))
+    });
+    if matched {
+        return Ok(());
+    }
+    let nearest = |candidates: &[String]| {
+        candidates
+            .iter()
+            .map(|c| {
+                // Names are long: measure against their part after the last `:` too
+                // (`sim:NAME`, `SUITE::CASE`); on a tie, the longer common beginning wins.
+                let tail = c.rsplit(':').next().unwrap_or(c);
+                let distance = strsim::damerau_levenshtein(&word, c).min(strsim::damerau_levenshtein(&word, tail));
+                let common = |name: &str| word.chars().zip(name.chars()).take_while(|(a, b)| a == b).count();
+                (distance, usize::MAX - common(c).max(common(tail)), c)
+            })
+            .min_by_key(|(distance, common, _)| (*distance, *common))
+            .map(|(_, _, c)| format!("`{c}`"))
+            .unwrap_or_else(|| "none".into())
+    };
+    Err(format!(
+        "`{word}` is neither a target nor part of a case name of the suites loaded: the nearest target is {}, the \
+         nearest case {} (`nvtest targets` lists the targets, `--list` the cases; --filter takes a text that may \
+         match nothing)",
+        nearest(&crate::targets::spec::target_names()),
+        nearest(&names)
+    ))
 }
 
 /// Finds, loads and validates every suite asked for (names in `own` first, then the

@@ -175,7 +175,7 @@ fn an_endless_binary_or_directory_input_is_one_error_line() {
         (&["--suite", "namespaces", "sim:/dev/zero"], "/dev/zero: cannot read the profile: it holds more than 4 MiB"),
         (&["--suite", "namespaces", "sim:/dev/urandom"], "/dev/urandom: cannot read the profile"),
         (&["--suite", "namespaces", "qemu:/dev/zero"], "/dev/zero: cannot read the topology: it holds more than"),
-        (&["--suite", "namespaces", "--expect", "/dev/zero"], "/dev/zero: cannot read the expected findings"),
+        (&["--suite", "namespaces", "--expect", "/dev/zero", "sim"], "/dev/zero: cannot read the expected findings"),
         (&["--suite", "/tmp"], "/tmp: cannot read the suite: it is a directory"),
     ];
     for (args, says) in cases {

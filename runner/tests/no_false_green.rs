@@ -1,6 +1,8 @@
 //! No false green for a pipeline: an empty TARGET is a usage error; a run without TARGET
 //! says on the console and in the JUnit report that it tested the built-in simulated
-//! drive, and `NVTEST_REQUIRE_TARGET` forbids it; a run whose filters select no case
+//! drive, and `CI` (as every CI system sets it) or `NVTEST_REQUIRE_TARGET` forbids it; a
+//! positional word that is neither a target nor part of a case name is refused with the
+//! nearest of each; a run whose filters select no case
 //! exits 4 (unless `--no-cases` says otherwise) without opening anything; a run in which
 //! every case was skipped says so in its last line.
 
@@ -9,7 +11,8 @@ use std::process::{Command, Output};
 
 fn nvtest(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvtest"));
-    cmd.args(args).env_remove("NVTEST_REQUIRE_TARGET");
+    // These tests set the variables that forbid the default target themselves.
+    cmd.args(args).env_remove("NVTEST_REQUIRE_TARGET").env_remove("CI");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -56,6 +59,43 @@ fn a_pipeline_can_forbid_the_default_target() {
     // Given explicitly, the simulated drive is still allowed; `0` does not forbid.
     assert_eq!(nvtest(&["--suite", &basics(), "sim"], &[("NVTEST_REQUIRE_TARGET", "1")]).status.code(), Some(0));
     assert_eq!(nvtest(&["--suite", &basics()], &[("NVTEST_REQUIRE_TARGET", "0")]).status.code(), Some(0));
+}
+
+#[test]
+fn in_ci_a_run_without_target_is_a_usage_error_unless_the_simulated_drive_is_named() {
+    for ci in ["true", "1", "yes"] {
+        let out = nvtest(&["--suite", "trim"], &[("CI", ci)]);
+        assert_eq!(out.status.code(), Some(2), "CI={ci}: {}", text(&out.stdout));
+        let err = text(&out.stderr);
+        assert!(err.contains("no TARGET given, and CI is set"), "{err}");
+        assert!(!text(&out.stdout).contains("running "), "nothing ran");
+    }
+    // `$NVME_DEVICE` unset: the word is gone, and CI still refuses.
+    let out = nvtest(&["--suite", &basics(), "--junit", "/dev/null"], &[("CI", "true")]);
+    assert_eq!(out.status.code(), Some(2));
+    // Named, the simulated drive runs in CI; CI=false (or 0, or empty) is no CI.
+    assert_eq!(nvtest(&["--suite", &basics(), "sim"], &[("CI", "true")]).status.code(), Some(0));
+    for off in ["false", "0", ""] {
+        assert_eq!(nvtest(&["--suite", &basics()], &[("CI", off)]).status.code(), Some(0), "CI={off:?}");
+    }
+}
+
+#[test]
+fn a_word_that_is_neither_a_target_nor_a_case_is_refused_naming_the_nearest_of_each() {
+    let out = nvtest(&["--suite", "trim", "sim", "enterprise-1.2"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    let err = text(&out.stderr);
+    assert!(err.contains("`enterprise-1.2` is neither a target nor part of a case name"), "{err}");
+    assert!(err.contains("the nearest target is `sim:enterprise-1.2a`"), "{err}");
+    assert!(err.contains("the nearest case `trim::"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(!text(&out.stdout).contains("running "), "nothing ran");
+    // A word that is part of a case name is a filter, as before.
+    let out = nvtest(&["--suite", "trim", "sim", "inactive-namespace"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // --filter takes any text: selecting nothing is exit 4, as before.
+    let out = nvtest(&["--suite", "trim", "--filter", "enterprise-1.2", "sim"], &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
 }
 
 #[test]

@@ -127,6 +127,29 @@ impl TargetSpec {
 
 /// What `nvtest targets` prints: every built-in simulated drive profile and QEMU
 /// topology with its description, and the other target forms.
+/// Every target this machine offers by name: `sim` and each shipped profile, `qemu`
+/// and each shipped topology (also as `qemu-linux:`), and each `/dev/nvmeN` controller
+/// present. For suggestions when a word names none of them.
+pub fn target_names() -> Vec<String> {
+    let mut names = vec!["sim".to_string(), "qemu".to_string()];
+    names.extend(Profile::builtin_names().map(|n| format!("sim:{n}")));
+    for topology in Topology::builtin_names() {
+        names.push(format!("qemu:{topology}"));
+        names.push(format!("qemu-linux:{topology}"));
+    }
+    let mut controllers: Vec<String> = std::fs::read_dir("/dev")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.strip_prefix("nvme").is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())))
+        .map(|n| format!("/dev/{n}"))
+        .collect();
+    controllers.sort();
+    names.extend(controllers);
+    names
+}
+
 pub fn catalogue() -> String {
     let mut out = String::from("simulated drives (sim:PROFILE, or sim:PATH.yaml for a profile of your own):\n");
     for name in Profile::builtin_names() {
