@@ -180,6 +180,20 @@ impl Facts {
                 bit(id.oacs.namespace_management(), "OACS bit 3 (Namespace Management)")
             }
             Requirement::FormatNvm => bit(id.oacs.format_nvm(), "OACS bit 1 (Format NVM)"),
+            Requirement::Sanitize => {
+                let operations = id.sanicap.ces() || id.sanicap.bes() || id.sanicap.ows();
+                if self.version < Version::V1_3 {
+                    Some(format!("Sanitize is NVMe 1.3; the controller reports {} (VER)", self.version))
+                } else {
+                    (!operations).then(|| {
+                        format!(
+                            "SANICAP is {:#010x}: bits 2:0 (Crypto Erase, Block Erase, Overwrite) report no sanitize \
+                             operation",
+                            id.sanicap.into_bits()
+                        )
+                    })
+                }
+            }
             Requirement::Compare => bit(id.oncs.compare(), "ONCS bit 0 (Compare)"),
             Requirement::DatasetManagement => bit(id.oncs.dataset_management(), "ONCS bit 2 (Dataset Management)"),
             Requirement::WriteZeroes => bit(id.oncs.write_zeroes(), "ONCS bit 3 (Write Zeroes)"),

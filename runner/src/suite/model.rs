@@ -118,6 +118,9 @@ pub enum Requirement {
     NamespaceManagement,
     /// OACS bit 1: Format NVM command.
     FormatNvm,
+    /// SANICAP bits 2:0: at least one sanitize operation (Crypto Erase, Block Erase,
+    /// Overwrite) is supported (the Sanitize command, NVMe 1.3 and later).
+    Sanitize,
     /// ONCS bit 0: Compare command.
     Compare,
     /// ONCS bit 2: Dataset Management command.

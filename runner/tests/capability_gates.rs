@@ -1,0 +1,68 @@
+//! Every case is gated on the capability it uses, not on a neighbour's: a drive with
+//! Sanitize and without Format NVM still has every sanitize case checked (they were gated
+//! on Format NVM at the suite's level, and their skip named OACS bit 1), and a drive with
+//! Format NVM and without Sanitize has its format cases checked and its sanitize cases
+//! skipped naming SANICAP.
+
+use std::path::PathBuf;
+
+use nvme_sim::profile::{OptionalCommand, Profile};
+use nvtest::exec::Session;
+use nvtest::suite::{load_file, ExpandedCase};
+use nvtest::verdict::Verdict;
+
+fn erase_cases() -> Vec<ExpandedCase> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../suites/erase.yaml");
+    load_file(&path, Some("erase")).unwrap_or_else(|e| panic!("{e}")).cases
+}
+
+/// Each erase case's verdict on `profile`, by name.
+fn verdicts(profile: Profile) -> Vec<(String, Verdict)> {
+    let name = format!("sim:{}", profile.name);
+    let device = nvtest::targets::open_sim(profile).unwrap_or_else(|e| panic!("{e}"));
+    let mut session = Session::with_device(name, device).unwrap_or_else(|e| panic!("{e}"));
+    erase_cases().iter().map(|c| (c.name.clone(), session.run_case(c, 29).verdict)).collect()
+}
+
+fn is_sanitize_case(name: &str) -> bool {
+    name.contains("sanitize") || name.ends_with("no-deallocate")
+}
+
+#[test]
+fn a_drive_with_sanitize_and_without_format_nvm_has_its_sanitize_checked() {
+    let mut profile = Profile::builtin("enterprise-1.4").unwrap();
+    profile.optional_commands.retain(|c| *c != OptionalCommand::FormatNvm);
+    let verdicts = verdicts(profile);
+    let mut sanitize_ran = 0;
+    for (name, verdict) in &verdicts {
+        if is_sanitize_case(name) {
+            match verdict {
+                Verdict::Pass | Verdict::Warning(_) => sanitize_ran += 1,
+                // A clean drive is not in sanitize failure mode: that case skips saying so.
+                Verdict::Skipped(reason) if name == "sanitize-failure-recovery" => {
+                    assert!(reason.contains("not in sanitize failure mode"), "{name}: {reason}")
+                }
+                other => panic!("{name} runs and passes: {other:?}"),
+            }
+        } else {
+            let Verdict::Skipped(reason) = verdict else { panic!("{name} needs Format NVM: {verdict:?}") };
+            assert!(reason.contains("OACS bit 1 (Format NVM)"), "{name}: {reason}");
+        }
+    }
+    let sanitize_cases = verdicts.iter().filter(|(n, _)| is_sanitize_case(n)).count();
+    assert_eq!(sanitize_ran, sanitize_cases - 1, "every sanitize case ran but failure recovery: {verdicts:?}");
+}
+
+#[test]
+fn a_drive_without_sanitize_skips_the_sanitize_cases_naming_sanicap() {
+    let mut profile = Profile::builtin("enterprise-1.4").unwrap();
+    profile.erase.sanitize = None;
+    for (name, verdict) in verdicts(profile) {
+        if is_sanitize_case(&name) {
+            let Verdict::Skipped(reason) = &verdict else { panic!("{name} needs Sanitize: {verdict:?}") };
+            assert!(reason.contains("SANICAP"), "{name}: {reason}");
+        } else if name != "crypto-erase-unsupported" {
+            assert!(matches!(verdict, Verdict::Pass | Verdict::Warning(_)), "{name} runs and passes: {verdict:?}");
+        }
+    }
+}
