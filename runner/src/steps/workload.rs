@@ -397,6 +397,7 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<
         flush: share(&job.flush)?,
     };
     let mut blocks_per_command = Vec::new();
+    let mut above_mdts = Vec::new();
     for size in &job.sizes {
         let bytes = resolve::param(size)? as u64;
         if bytes == 0 || !bytes.is_multiple_of(e.block_size) {
@@ -407,15 +408,35 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<
         }
         let n = bytes / e.block_size;
         if ctx.facts.mdts_bytes.is_some_and(|mdts| bytes > mdts) {
-            return Err(StepError::Skip(format!(
-                "job {}: {bytes}-byte commands exceed MDTS ({} bytes)",
-                job.name,
-                ctx.facts.mdts_bytes.unwrap_or_default()
-            )));
+            above_mdts.push(bytes);
+            continue;
         }
         blocks_per_command.push(
             u32::try_from(n).map_err(|_| StepError::Error(format!("job {}: {bytes} bytes is too large", job.name)))?,
         );
+    }
+    // Sizes the drive cannot take in one command (MDTS) are left out; when none is left,
+    // the largest whole number of blocks MDTS allows stands in for them. The load is
+    // about the data under it, not the command size: the log says what was used.
+    if let (false, Some(mdts)) = (above_mdts.is_empty(), ctx.facts.mdts_bytes) {
+        if blocks_per_command.is_empty() {
+            let n = mdts / e.block_size;
+            if n == 0 {
+                return Err(StepError::Skip(format!(
+                    "job {}: MDTS ({mdts} bytes) is smaller than one of NSID {}'s {}-byte blocks",
+                    job.name, e.nsid, e.block_size
+                )));
+            }
+            blocks_per_command.push(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        let used: Vec<String> = blocks_per_command.iter().map(|&n| (n as u64 * e.block_size).to_string()).collect();
+        let left: Vec<String> = above_mdts.iter().map(u64::to_string).collect();
+        ctx.log.push(format!(
+            "job {}: {}-byte commands exceed MDTS ({mdts} bytes): sizes used {} bytes",
+            job.name,
+            left.join(", "),
+            used.join(", ")
+        ));
     }
     if blocks_per_command.is_empty() {
         blocks_per_command.push(1);

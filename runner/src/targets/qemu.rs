@@ -52,14 +52,14 @@ pub fn start_qemu(topology: &Topology) -> Result<QemuDevice, String> {
 }
 
 /// The other ports of the first controller's NVM subsystem that nvtest brings up beside
-/// it: the controllers of the same `nvme-subsys` on `pcie.0`. One behind a root port is
-/// left alone, as the hot-plug cases remove and add it.
+/// it: every controller of the same `nvme-subsys`, on `pcie.0` or behind a root port, as
+/// the port cases need every controller the subsystem exposes.
 fn ports(topology: &Topology, addresses: &[(String, PciAddress)]) -> Vec<(String, PciAddress)> {
     let Some(first) = topology.controllers.first() else { return Vec::new() };
     let Some(subsystem) = &first.subsystem else { return Vec::new() };
     topology.controllers[1..]
         .iter()
-        .filter(|c| c.subsystem.as_ref() == Some(subsystem) && c.root_port.is_none())
+        .filter(|c| c.subsystem.as_ref() == Some(subsystem))
         .filter_map(|c| addresses.iter().find(|(id, _)| *id == c.id).cloned())
         .collect()
 }

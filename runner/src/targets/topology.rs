@@ -49,6 +49,9 @@ const BUILTIN: &[(&str, &str)] = &[
     ("hotplug", include_str!("../../../fixtures/qemu/hotplug.yaml")),
     ("metadata", include_str!("../../../fixtures/qemu/metadata.yaml")),
     ("nocache", include_str!("../../../fixtures/qemu/nocache.yaml")),
+    ("mdts16k", include_str!("../../../fixtures/qemu/mdts16k.yaml")),
+    ("metafirst", include_str!("../../../fixtures/qemu/metafirst.yaml")),
+    ("rootports", include_str!("../../../fixtures/qemu/rootports.yaml")),
 ];
 
 /// The most namespaces one QEMU NVM subsystem holds (NSIDs 1 ..= 256, `NVME_MAX_NAMESPACES`).
