@@ -739,6 +739,41 @@ fn connect(address: &SocketAddr, process: &mut Process, deadline: Instant) -> Re
     }
 }
 
+/// The longest a killed QEMU's image locks may outlive it (see [`wait_until_unlocked`]).
+const IMAGE_LOCK_RELEASE: Duration = Duration::from_secs(10);
+
+/// Waits until no process holds a lock on any of `images`, at most `bound`. QEMU locks
+/// its images (open file description locks, `locking=auto`); a QEMU killed with
+/// `disk_aio: io_uring` can leave its ring's teardown to the kernel's workqueue, which
+/// keeps the images' file descriptions, and so their locks, for a while after QEMU was
+/// reaped (on a busy host long enough for the next QEMU to fail with `Failed to get
+/// "write" lock`). nvtest's own descriptors hold no lock, so any lock seen is the dead
+/// QEMU's. Past the bound it is an error of the host, never the drive's failure.
+fn wait_until_unlocked(images: &[File], bound: Duration) -> Result<(), TransportError> {
+    use std::os::fd::AsRawFd;
+    let locked = |file: &File| {
+        // SAFETY: a zeroed flock is a valid value; F_OFD_GETLK only writes into it.
+        let mut probe: libc::flock = unsafe { std::mem::zeroed() };
+        probe.l_type = libc::F_WRLCK as libc::c_short;
+        probe.l_whence = libc::SEEK_SET as libc::c_short;
+        // SAFETY: plain fcntl on an open descriptor with a valid flock.
+        let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut probe) };
+        r == 0 && probe.l_type != libc::F_UNLCK as libc::c_short
+    };
+    let deadline = Instant::now() + bound;
+    while images.iter().any(locked) {
+        if Instant::now() >= deadline {
+            return Err(TransportError::Other(format!(
+                "the disk images are still locked {} s after the QEMU that used them was killed (its io_uring \
+                 teardown keeps them): the host is too slow to start QEMU again",
+                bound.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
 fn startup_failure(process: &mut Process, step: &str, what: String) -> TransportError {
     process.wait_exit(Duration::from_millis(500));
     TransportError::Gone(format!(
@@ -894,6 +929,7 @@ impl Machine {
             }
             let mut qmp = lock(&self.qmp);
             let mut process = lock(&self.process);
+            wait_until_unlocked(&self.image_files, IMAGE_LOCK_RELEASE)?;
             // Nothing with a name: the sockets are abstract, the files nvtest's open ones,
             // so a SIGKILL of nvtest during this start leaves nothing either.
             let starting = process::hold_for_start()?;
