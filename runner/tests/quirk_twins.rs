@@ -128,6 +128,9 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("erase", "format-user-data-erase", "secure-erase-beyond-scope", "(FNA bits 0 and 1)"),
     ("erase", "sanitize-crypto-erase", "crypto-erase-leaves-plaintext", "§8.15 Sanitize Operations and §5.24"),
     ("erase", "sanitize-block-erase", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
+    // The last blocks of a namespace: caught only because the case writes and judges them.
+    ("erase", "sanitize-block-erase", "erase-spares-last-blocks", "§8.15 Sanitize Operations and §5.24"),
+    ("erase", "format-user-data-erase", "erase-spares-last-blocks", "Figure 273 (SES 001b User Data Erase)"),
     ("erase", "sanitize-block-erase", "global-data-erased-never-set", "Sanitize Status (Log Identifier 81h)"),
     ("erase", "sanitize-overwrite", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
     ("erase", "overwrite-no-deallocate", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),

@@ -357,9 +357,19 @@ impl Subsystem {
         };
         let keep_data = self.quirks.has(Quirk::FormatKeepsData);
         let this = self.controller.cntlid;
+        // Quirk `erase-spares-last-blocks`: a secure erase leaves the last blocks (§5.23 broken).
+        let spare_tail = ses != SecureErase::None && self.quirks.has(Quirk::EraseSparesLastBlocks);
+        let spared_of = |ns: &super::namespace::Namespace| {
+            if spare_tail {
+                ns.last_blocks(super::quirk::ERASE_SPARED_BLOCKS)
+            } else {
+                Vec::new()
+            }
+        };
         for nsid in targets {
             let key = if crypto { self.new_key() } else { None };
             let Some(ns) = self.namespace_mut(nsid) else { continue };
+            let spared = spared_of(ns);
             let bytes = ns.capacity_bytes();
             let nsze = (bytes / format.data_size as u128) as u64;
             let changed = ns.format != format || ns.nsze != nsze;
@@ -371,6 +381,9 @@ impl Subsystem {
                 ns.crypto_erase(key);
             }
             ns.reformat(format, nsze, stride, fill);
+            if !changed {
+                ns.put_back(&spared);
+            }
             let others: Vec<u16> = ns.attached.iter().copied().filter(|c| *c != this).collect();
             self.power.writeback.forget(nsid);
             self.forget_port_stale(nsid);
@@ -385,10 +398,12 @@ impl Subsystem {
         for nsid in erased_too {
             let key = if crypto { self.new_key() } else { None };
             let Some(ns) = self.namespace_mut(nsid) else { continue };
+            let spared = spared_of(ns);
             if let Some(key) = key {
                 ns.crypto_erase(key);
             }
             ns.erase();
+            ns.put_back(&spared);
             self.power.writeback.forget(nsid);
             self.forget_port_stale(nsid);
         }

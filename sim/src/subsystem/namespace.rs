@@ -364,6 +364,31 @@ impl Namespace {
         }
     }
 
+    /// The last `count` blocks as the host reads them now (plaintext, so they survive a
+    /// change of key), for quirk `erase-spares-last-blocks` to put back after an erase.
+    pub fn last_blocks(&self, count: u64) -> Vec<(u64, BlockState)> {
+        let size = self.format.data_size as u64;
+        (self.nsze.saturating_sub(count)..self.nsze)
+            .map(|lba| {
+                let mut state = self.block_state(lba);
+                let mut data = vec![0u8; size as usize];
+                // Inside the media: lba < nsze.
+                let _ = self.data.read(lba * self.lba_stride, &mut data);
+                state.data = BlockData::Plain(data);
+                (lba, state)
+            })
+            .collect()
+    }
+
+    /// Puts blocks taken by [`Self::last_blocks`] back, where they still fit.
+    pub fn put_back(&mut self, blocks: &[(u64, BlockState)]) {
+        for (lba, state) in blocks {
+            if *lba < self.nsze {
+                self.restore_block(*lba, state);
+            }
+        }
+    }
+
     /// Takes over `old`'s stored bytes where the two overlap (quirk
     /// `create-keeps-old-media`): blocks never written read as what `old` held there.
     pub fn inherit_media(&mut self, old: Namespace) {

@@ -12,6 +12,9 @@
 use serde::Deserialize;
 use std::fmt;
 
+/// How many blocks at the end of a namespace quirk `erase-spares-last-blocks` leaves.
+pub const ERASE_SPARED_BLOCKS: u64 = 64;
+
 /// A named deviation from NVMe 1.4 (or 1.2a). The doc comment of each variant names
 /// the rule it breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
@@ -309,6 +312,12 @@ pub enum Quirk {
     /// A sanitize operation leaves the highest allocated namespace's data in place.
     /// Breaks §8.15: a sanitize alters all user data in the NVM subsystem.
     SanitizeMissesNamespace,
+    /// A Format NVM with a Secure Erase Setting, and a sanitize operation, leave the last
+    /// [`ERASE_SPARED_BLOCKS`] blocks of every namespace they reach as they were (a
+    /// region the erase engine forgets). Breaks §5.23 (SES: all user data erased) and
+    /// §8.15 (a sanitize alters all user data): only a check that reads the last blocks
+    /// back sees it.
+    EraseSparesLastBlocks,
     /// A sanitize operation never completes: SSTAT stays in progress (SPROG stops at FFFEh).
     /// Breaks §8.15 (the operation runs to completion or failure).
     SanitizeNeverCompletes,
@@ -573,6 +582,7 @@ impl Quirk {
         Quirk::CryptoEraseLeavesPlaintext,
         Quirk::SecureEraseBeyondScope,
         Quirk::SanitizeMissesNamespace,
+        Quirk::EraseSparesLastBlocks,
         Quirk::SanitizeNeverCompletes,
         Quirk::SanitizeAcceptsCommands,
         Quirk::SanitizeNoCompletionEvent,
@@ -705,6 +715,7 @@ impl Quirk {
             Quirk::CryptoEraseLeavesPlaintext => "crypto-erase-leaves-plaintext",
             Quirk::SecureEraseBeyondScope => "secure-erase-beyond-scope",
             Quirk::SanitizeMissesNamespace => "sanitize-misses-namespace",
+            Quirk::EraseSparesLastBlocks => "erase-spares-last-blocks",
             Quirk::SanitizeNeverCompletes => "sanitize-never-completes",
             Quirk::SanitizeAcceptsCommands => "sanitize-accepts-commands",
             Quirk::SanitizeNoCompletionEvent => "sanitize-no-completion-event",

@@ -166,7 +166,10 @@ impl Subsystem {
             self.power.writeback.forget(nsid);
             let key = if crypto { self.new_key() } else { None };
             let plaintext_kept = crypto && self.quirks.has(Quirk::CryptoEraseLeavesPlaintext);
+            let spare_tail = self.quirks.has(Quirk::EraseSparesLastBlocks);
             let Some(ns) = self.namespace_mut(nsid) else { continue };
+            // Quirk `erase-spares-last-blocks`: the last blocks come through (§8.15 broken).
+            let spared = if spare_tail { ns.last_blocks(super::quirk::ERASE_SPARED_BLOCKS) } else { Vec::new() };
             if plaintext_kept {
                 // Quirk: the key is kept and nothing deallocated (§8.15 Crypto Erase broken).
                 continue;
@@ -190,6 +193,7 @@ impl Subsystem {
             if !run.cdw10.ndas() && !keep_allocated {
                 ns.erase();
             }
+            ns.put_back(&spared);
         }
     }
 
