@@ -92,7 +92,8 @@ fn a_drive_whose_reads_return_the_previous_generation_fails_the_workload_naming_
 
 /// A compliant drive that takes in every queued command at once (more internal slots
 /// than the queues hold) leaves arbitration nothing to decide: its equal shares are a
-/// warning (the share cases are advisory), never the drive's failure.
+/// warning (a host sees completions, not the fetch order), never the drive's failure —
+/// nor a failure of the classes' order, which allows for the commands such a drive holds.
 #[test]
 fn shares_on_a_drive_that_never_lets_commands_wait_are_a_warning_not_a_failure() {
     let dir = tempfile::tempdir().unwrap();
