@@ -300,6 +300,17 @@ pub fn weighted_round_robin() -> Rule {
     )
 }
 
+/// The order of the weighted classes: the part of §4.13.2 a host can confirm from
+/// completions alone (a drive that takes every queued command in at once serves the
+/// classes alike, never the lighter one more).
+pub fn weighted_round_robin_order() -> Rule {
+    rule(
+        "NVMe 1.4 §4.13.2 Weighted Round Robin with Urgent Priority Class Arbitration",
+        "under weighted round robin, a priority class with a larger weight (HPW + 1 > MPW + 1 > LPW + 1) is not \
+         served fewer commands than a class with a smaller weight while both are kept full",
+    )
+}
+
 pub fn urgent_first() -> Rule {
     rule(
         "NVMe 1.4 §4.13.2 Weighted Round Robin with Urgent Priority Class Arbitration",

@@ -92,7 +92,8 @@ fn a_drive_whose_reads_return_the_previous_generation_fails_the_workload_naming_
 
 /// A compliant drive that takes in every queued command at once (more internal slots
 /// than the queues hold) leaves arbitration nothing to decide: its equal shares are a
-/// warning (the share cases are advisory), never the drive's failure.
+/// warning (a host sees completions, not the fetch order), never the drive's failure —
+/// nor a failure of the classes' order, which allows for the commands such a drive holds.
 #[test]
 fn shares_on_a_drive_that_never_lets_commands_wait_are_a_warning_not_a_failure() {
     let dir = tempfile::tempdir().unwrap();
@@ -141,4 +142,26 @@ fn a_claimed_capability_the_controller_does_not_report_fails_citing_the_claim() 
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("every capability fixtures/sim/enterprise-1.4.yaml claims"), "{stdout}");
+}
+
+/// No wall-clock window in a verdict: the share cases count commands, within a bound on
+/// the target's clock. A drive too slow to complete the count within it (one command in
+/// service at a time, 1 ms each: 20,000 in the 20 s) is skipped with the figures, never
+/// an error or a failure.
+#[test]
+fn a_drive_too_slow_for_the_share_count_is_skipped_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = changed_profile_in(
+        dir.path(),
+        &[("slots: 256 ", "slots: 1 "), ("read_overhead_us: 60 ", "read_overhead_us: 1000 ")],
+    );
+    let out = nvtest(&["--suite", "arbitration", "--filter", "round-robin-fair", &target]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let line = stdout.lines().find(|l| l.starts_with("test arbitration::round-robin-fair")).unwrap_or_default();
+    assert!(
+        line.contains("ignored (only ") && line.contains(" of the 30000 commands needed completed within 20 s"),
+        "{stdout}"
+    );
+    assert!(line.contains("the host or drive is too slow to judge shares"), "{line}");
 }

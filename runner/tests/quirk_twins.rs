@@ -94,9 +94,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("claims", "capabilities-reported", "nn-understated", "claim fixtures/sim/enterprise-1.4.yaml:"),
     ("arbitration", "wrr-selectable", "cc-ams-not-kept", "CC.AMS"),
     ("arbitration", "arbitration-feature", "arbitration-feature-not-kept", "§5.21.1.1"),
-    ("arbitration", "weighted-shares", "wrr-weights-ignored", "§4.13.2"),
-    ("arbitration", "weighted-shares", "wrr-not-enabled", "§4.13.2"),
-    ("arbitration", "weighted-shares", "cc-ams-not-kept", "§4.13.2"),
+    ("arbitration", "weighted-shares", "wrr-weights-inverted", "not served fewer commands than a class with a smaller"),
     ("arbitration", "urgent-first", "urgent-not-first", "§4.13.2"),
     ("arbitration", "round-robin-fair", "round-robin-favours-last", "§4.13.1"),
     ("power-fail", "cut-under-load", "flush-ignored", "§6.8 Flush command"),
@@ -273,6 +271,11 @@ const WARNS: &[(&str, &str, &str, &str)] = &[
     ("firmware", "commit-errors", "invalid-slot-generic-status", "Figure 175"),
     ("erase", "overwrite-no-deallocate", "overwrite-final-pass-inverted", "SANICAP (NODMMAS 01b)"),
     ("erase", "sanitize-block-erase", "sanitize-skips-deallocation", "(DLFEAT)"),
+    // Classes served alike (shares off the weights, in no wrong order): what a host also
+    // sees of a drive that takes every queued command in at once, so a warning.
+    ("arbitration", "weighted-shares", "wrr-weights-ignored", "§4.13.2"),
+    ("arbitration", "weighted-shares", "wrr-not-enabled", "§4.13.2"),
+    ("arbitration", "weighted-shares", "cc-ams-not-kept", "§4.13.2"),
     // A read torn under a write within AWUN: §6.4.1 read as covering racing reads.
     ("dual-port", "both-ports-under-load", "torn-read-under-write", "§6.4.1 AWUN/NAWUN"),
 ];
@@ -359,6 +362,42 @@ fn each_quirk_fails_its_cases_naming_the_rule() {
         }
     }
     assert!(problems.is_empty(), "{} twins did not fail as they should:\n{}", problems.len(), problems.join("\n"));
+}
+
+/// The weighted classes' order is a failure in `weighted-shares`, not an advisory
+/// warning: the clean drive passes with shares near 8 : 4 : 2, a drive serving its Low
+/// class by HPW and its High class by LPW fails naming the order rule with the counts,
+/// and a drive serving the classes alike only warns, saying which reading was applied.
+#[test]
+fn weighted_classes_served_in_inverted_order_fail_not_warn() {
+    let arbitration = suite("arbitration");
+    let case = arbitration.cases.iter().find(|c| c.name == "weighted-shares").unwrap();
+    assert!(!case.advisory, "the order must be able to fail the case");
+    let clean = session(Profile::builtin("enterprise-1.4").unwrap()).run_case(case, nvtest::exec::fresh_run_seed());
+    assert_eq!(clean.verdict, Verdict::Pass, "{:#?}", clean.log);
+    let shares = clean.log.iter().find(|l| l.starts_with("shares of ")).unwrap();
+    println!("clean: {shares}");
+    let profile = Profile::builtin("enterprise-1.4").unwrap().with_quirk(Quirk::WrrWeightsInverted);
+    let outcome = session(profile).run_case(case, nvtest::exec::fresh_run_seed());
+    match &outcome.verdict {
+        Verdict::Fail(f) => {
+            assert_eq!(f.rule, nvtest::rules::weighted_round_robin_order(), "{f}");
+            assert!(
+                f.rule.section.contains("§4.13.2") && f.observed.contains("(the smaller weight) was served"),
+                "{f}"
+            );
+            println!("inverted: {}", f.observed);
+        }
+        other => panic!("wrr-weights-inverted: expected a failure, got {other:?}\n{:#?}", outcome.log),
+    }
+    let profile = Profile::builtin("enterprise-1.4").unwrap().with_quirk(Quirk::WrrWeightsIgnored);
+    match session(profile).run_case(case, nvtest::exec::fresh_run_seed()).verdict {
+        Verdict::Warning(f) => {
+            assert_eq!(f.rule, nvtest::rules::weighted_round_robin(), "{f}");
+            assert!(f.expected.contains("a host sees completions, not the fetch order"), "{f}");
+        }
+        other => panic!("wrr-weights-ignored: expected a warning, got {other:?}"),
+    }
 }
 
 /// `namespaces-as-found` checks the namespaces a drive already has. The shipped profiles

@@ -98,6 +98,12 @@ fn wrr_weights_ignored_serves_the_classes_alike() {
 }
 
 #[test]
+fn wrr_weights_inverted_serves_low_by_the_high_weight() {
+    let got = shares(&mut wrr(&[Quirk::WrrWeightsInverted]), &[High, Medium, Low]);
+    assert_shares(&got, &[2.0 / 14.0, 4.0 / 14.0, 8.0 / 14.0]);
+}
+
+#[test]
 fn urgent_queues_are_served_first() {
     let got = shares(&mut wrr(&[]), &[Urgent, High, Low]);
     assert_eq!(got, [1.0, 0.0, 0.0]);

@@ -75,9 +75,9 @@ fn changed_list(sub: &mut Subsystem, host: &mut TestHost) -> Vec<u32> {
 #[test]
 fn every_quirk_has_a_test_here() {
     // A quirk added to the enum must get a test in this file: keep the count in step.
-    // The six of the service model and arbitration (reads-queued-behind-writes,
+    // The seven of the service model and arbitration (reads-queued-behind-writes,
     // wrr-weights-ignored, urgent-not-first, arbitration-burst-ignored, wrr-not-enabled,
-    // stale-read-after-write) need the simulated clock and the driver: their tests are in
+    // stale-read-after-write, wrr-weights-inverted) need the simulated clock and the driver: their tests are in
     // service_qos.rs and service_arbitration.rs. The ten of the power model (flush-ignored,
     // fua-ignored, atomic-write-torn, foreign-data-after-power-loss,
     // power-counters-not-incremented, ready-after-timeout, ready-slow-after-power-loss,

@@ -17,7 +17,9 @@
 //!   bytes), submitted as soon as it is due and the queue has room.
 //! - **Stopping**: at [`Stop::At`] the engine stops at once and reports the commands in
 //!   flight (the power-fail work cuts power there); their blocks are forgotten in the map
-//!   (old or new: a later read accepts either).
+//!   (old or new: a later read accepts either). [`Stop::AfterCommands`] stops the same
+//!   way once enough commands completed (a measurement by count, not by a time window),
+//!   or at its bound, saying which ([`Outcome::measured`]).
 //! - Latency is measured from the clock read just before the command's batch was rung
 //!   to the clock read before the poll that found its completion; on a simulated clock
 //!   both are exact.
@@ -52,6 +54,26 @@ pub enum Stop {
     AtEnd,
     /// At this time after the start on the target's clock, whatever is in flight.
     At(u64),
+    /// By count: the first `warmup` completions (of every job together) are a warm-up,
+    /// and the completions after it are counted in the jobs' figures (the jobs' own time
+    /// warm-ups do not apply). Completions, not submissions after the warm-up: with the
+    /// queues kept full, a queue's completions are its share of service, while counting
+    /// commands submitted after an instant would lose each queue's depth to its latency.
+    /// The engine stops at once, whatever is in flight, when `measured` commands were
+    /// counted, or at `bound_ns` after the start on the target's clock if that comes
+    /// first ([`Outcome::measured`] then falls short).
+    AfterCommands { warmup: u64, measured: u64, bound_ns: u64 },
+}
+
+impl Stop {
+    /// The instant (after the start, on the target's clock) the engine stops at latest.
+    fn at(self) -> Option<u64> {
+        match self {
+            Stop::AtEnd => None,
+            Stop::At(after) => Some(after),
+            Stop::AfterCommands { bound_ns, .. } => Some(bound_ns),
+        }
+    }
 }
 
 /// A command in flight when the engine stopped.
@@ -116,6 +138,11 @@ pub struct Outcome {
     pub longest: Option<Longest>,
     /// When the [`During`] action ran: from and to, after the start on the target's clock.
     pub during_ns: Option<(u64, u64)>,
+    /// Commands counted in the jobs' figures (completed, after the warm-up), and, under
+    /// [`Stop::AfterCommands`], when its warm-up count was reached (after the start on
+    /// the target's clock).
+    pub measured: u64,
+    pub warmup_done_ns: Option<u64>,
     /// After a [`During`] action that removed the drive: from its end to the driver
     /// finding the controller gone, on the target's clock.
     pub removal_seen_ns: Option<u64>,
@@ -277,6 +304,11 @@ struct Run<'m> {
     seed: u64,
     outcome: Outcome,
     completed: u64,
+    /// The completions that end the count warm-up, until they came ([`Stop::AfterCommands`]).
+    warmup_commands: Option<u64>,
+    /// Counting completions after the count warm-up rather than commands submitted after
+    /// the jobs' time warm-ups ([`Stop::AfterCommands`]).
+    by_completion: bool,
     /// The run's start on the target's clock.
     start: u64,
 }
@@ -311,12 +343,22 @@ pub fn run_during(
     check(io, work)?;
     let start = io.now_ns();
     let mut run = Run::new(io, work, map, start);
+    if let Stop::AfterCommands { warmup, .. } = stop {
+        run.warmup_commands = Some(warmup);
+        run.end_warmup(start);
+    }
     let mut turns = 0u32;
     // When the drive was taken away (a [`During`] action that removes it).
     let mut removed_at: Option<u64> = None;
     let result = loop {
         let now = io.now_ns();
-        if let Stop::At(after) = stop {
+        if let Stop::AfterCommands { measured, .. } = stop {
+            if run.outcome.measured >= measured {
+                run.outcome.stopped_early = true;
+                break Ok(());
+            }
+        }
+        if let Some(after) = stop.at() {
             if now >= start.saturating_add(after) {
                 run.outcome.stopped_early = true;
                 break Ok(());
@@ -383,7 +425,7 @@ pub fn run_during(
         }
         if reaped == 0 {
             let mut deadline = run.next_due(io, now);
-            if let Stop::At(after) = stop {
+            if let Some(after) = stop.at() {
                 deadline = deadline.min(start.saturating_add(after));
             }
             if let Some(d) = &during {
@@ -495,9 +537,30 @@ impl<'m> Run<'m> {
                 longest: None,
                 during_ns: None,
                 removal_seen_ns: None,
+                measured: 0,
+                warmup_done_ns: None,
             },
             completed: 0,
+            warmup_commands: None,
+            by_completion: false,
             start,
+        }
+    }
+
+    /// Under a count warm-up: once `completed` reaches it (at `now`), the completions
+    /// from then on are counted; before, none is.
+    fn end_warmup(&mut self, now: u64) {
+        let Some(warmup) = self.warmup_commands else {
+            return;
+        };
+        self.by_completion = true;
+        let done = self.completed >= warmup;
+        for state in &mut self.states {
+            state.warmup_end_ns = if done { now } else { u64::MAX };
+        }
+        if done {
+            self.warmup_commands = None;
+            self.outcome.warmup_done_ns = Some(now.saturating_sub(self.start));
         }
     }
 
@@ -534,8 +597,9 @@ impl<'m> Run<'m> {
         at
     }
 
-    fn start_ns(&self, j: usize) -> u64 {
-        self.states[j].warmup_end_ns.saturating_sub(self.jobs[j].warmup.as_nanos() as u64)
+    /// When job `j` started (every job starts with the run).
+    fn start_ns(&self, _j: usize) -> u64 {
+        self.start
     }
 
     fn submit_due(&mut self, io: &mut dyn QueuedIo, now: u64, journal: &mut dyn Journal) -> Result<(), EngineError> {
@@ -752,7 +816,9 @@ impl<'m> Run<'m> {
             });
         }
         let state = &mut self.states[q];
-        if p.submitted_ns >= state.warmup_end_ns {
+        let counted =
+            if self.by_completion { self.warmup_commands.is_none() } else { p.submitted_ns >= state.warmup_end_ns };
+        if counted {
             let tally = state.tallies.entry(p.op).or_insert_with(|| Tally {
                 commands: 0,
                 bytes: 0,
@@ -768,6 +834,10 @@ impl<'m> Run<'m> {
             tally.min_ns = tally.min_ns.min(latency);
             tally.max_ns = tally.max_ns.max(latency);
             state.last_counted_ns = state.last_counted_ns.max(now);
+            self.outcome.measured += 1;
+        }
+        if self.warmup_commands.is_some() {
+            self.end_warmup(now);
         }
     }
 
@@ -1152,6 +1222,39 @@ mod tests {
         assert!(!out.in_flight_at_stop.is_empty() && out.in_flight_at_stop.len() <= 16);
         let open = journal.records.iter().filter(|(_, done)| done.is_none()).count();
         assert_eq!(open, out.in_flight_at_stop.len(), "the journal's open writes are those in flight");
+    }
+
+    /// A measurement by count: nothing submitted before the warm-up count is counted, the
+    /// engine stops at once (not drained) when the measured count is reached, and at its
+    /// bound, short of the count, when the target is too slow for it.
+    #[test]
+    fn stopping_after_a_count_counts_after_the_warm_up_and_stops_at_once() {
+        let endless = || Workload {
+            jobs: vec![
+                job("a", Mix::READ, Pattern::Random, 4096, End::Commands(u64::MAX)),
+                job("b", Mix::READ, Pattern::Random, 4096, End::Commands(u64::MAX)),
+            ],
+            seed: 4,
+            drain: false,
+        };
+        let stop = Stop::AfterCommands { warmup: 500, measured: 3000, bound_ns: 10_000_000_000 };
+        let mut io = FakeIo::new(512, &[16, 16], 6);
+        let out =
+            run(&mut io, &endless(), &mut HostMap::default(), &mut crate::load::NoJournal, stop, &|| None, &mut |_| {})
+                .unwrap();
+        let counted: u64 = out.jobs.iter().flat_map(|j| &j.ops).map(|o| o.commands).sum();
+        assert!(out.stopped_early && out.measured == counted, "{out:?}");
+        // One poll may reap a few more than needed; no more than the queues hold.
+        assert!((3000..3000 + 32).contains(&counted), "{counted}");
+        assert!(out.warmup_done_ns.is_some_and(|at| at > 0) && !out.in_flight_at_stop.is_empty());
+        assert!(out.reads_judged >= 3500, "the warm-up's reads are judged too: {}", out.reads_judged);
+        // A bound the count cannot be reached within: stopped there, short of it.
+        let stop = Stop::AfterCommands { warmup: 500, measured: 1_000_000, bound_ns: 2_000_000 };
+        let mut io = FakeIo::new(512, &[16, 16], 6);
+        let out =
+            run(&mut io, &endless(), &mut HostMap::default(), &mut crate::load::NoJournal, stop, &|| None, &mut |_| {})
+                .unwrap();
+        assert!(out.stopped_early && out.measured < 1_000_000 && out.elapsed_ns >= 2_000_000, "{out:?}");
     }
 
     fn refused(io: &mut FakeIo, work: &Workload) -> EngineError {

@@ -12,7 +12,8 @@
 //! Quirks break it at the rule each names: `wrr-weights-ignored` (High, Medium and Low
 //! one round robin), `urgent-not-first` (Urgent one more weighted class, with High's
 //! weight), `arbitration-burst-ignored` (one command per turn whatever AB says) and
-//! `wrr-not-enabled` (CC.AMS = 001b accepted and read back, service stays round robin).
+//! `wrr-not-enabled` (CC.AMS = 001b accepted and read back, service stays round robin)
+//! and `wrr-weights-inverted` (High served by LPW + 1, Low by HPW + 1).
 
 use crate::subsystem::{Quirk, Quirks};
 
@@ -63,7 +64,9 @@ impl Arbiter {
         };
         let weight = |shift: u32| ((cdw11 >> shift) & 0xff) + 1;
         let (hpw, mpw, lpw) = (weight(24), weight(16), weight(8));
-        self.weights = [hpw, hpw, mpw, lpw];
+        // Quirk `wrr-weights-inverted`: High takes LPW's rounds and Low HPW's.
+        self.weights =
+            if self.quirks.has(Quirk::WrrWeightsInverted) { [hpw, lpw, mpw, hpw] } else { [hpw, hpw, mpw, lpw] };
         self.credits = self.weights;
     }
 

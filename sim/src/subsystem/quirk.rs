@@ -498,6 +498,11 @@ pub enum Quirk {
     /// NVMe 1.4 §6.4.1: such a write is atomic "with respect to other read or write
     /// commands" (nvtest's reading, so its case ends in a warning).
     TornReadUnderWrite,
+    /// With weighted round robin selected, the High class is served by the Low Priority
+    /// Weight and the Low class by the High Priority Weight (Medium keeps its own). Breaks
+    /// §4.13.2: the classes are served in proportion to HPW + 1, MPW + 1 and LPW + 1, so
+    /// a class with a larger weight is never served less than one with a smaller weight.
+    WrrWeightsInverted,
 }
 
 impl Quirk {
@@ -631,6 +636,7 @@ impl Quirk {
         Quirk::AnaWrongStatus,
         Quirk::AnaLogOmitsNamespace,
         Quirk::TornReadUnderWrite,
+        Quirk::WrrWeightsInverted,
     ];
 
     /// The name a profile uses for this quirk.
@@ -764,6 +770,7 @@ impl Quirk {
             Quirk::AnaWrongStatus => "ana-wrong-status",
             Quirk::AnaLogOmitsNamespace => "ana-log-omits-namespace",
             Quirk::TornReadUnderWrite => "torn-read-under-write",
+            Quirk::WrrWeightsInverted => "wrr-weights-inverted",
         }
     }
 
