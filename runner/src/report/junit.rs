@@ -8,7 +8,9 @@
 //! section), error verdicts `<error>`, skips `<skipped>` with the reason. An expected
 //! failure and a warning are successes that show what they are: a `verdict` property
 //! on the testcase and the failure in its system-err. Every case's log is its
-//! system-out. A run cut short says so in a property of every testsuite. Written
+//! system-out. A run cut short says so in a property of every testsuite. With claims,
+//! every testsuite of the target carries each promise's verdict (`claim.KEY`), and a
+//! case that judged a claim says what it concluded (`claim.KEY` on the testcase). Written
 //! atomically: a temporary file beside the target, then a rename.
 
 use std::io::Write;
@@ -50,6 +52,9 @@ pub fn report(run: &RunRecord) -> Report {
             ]);
             for (i, spec) in info.spec.iter().enumerate() {
                 suite.add_property(Property::new(format!("spec.{}", i + 1), spec.as_str()));
+            }
+            if let Some(claims) = &results.claims {
+                suite.add_properties(claims_properties(claims).into_iter().map(|(k, v)| Property::new(k, v)));
             }
             let cases: Vec<&CaseResult> = results.cases_of(&info.name).collect();
             let warnings = cases.iter().filter(|c| matches!(c.outcome.verdict, Verdict::Warning(_))).count();
@@ -163,6 +168,10 @@ fn test_case(result: &CaseResult, classname: &str, repeated: bool) -> TestCase {
     for figure in outcome.figures.iter().flat_map(|j| j.figures()) {
         case.add_property(Property::new(format!("figure.{}", figure.name), figure.value_text()));
     }
+    for j in &outcome.claims {
+        let verdict = if j.met { "met" } else { "breached" };
+        case.add_property(Property::new(format!("claim.{}", j.key), format!("{verdict}: {}", j.observed)));
+    }
     if let Some(err) = system_err(outcome) {
         case.set_system_err(err);
     }
@@ -171,6 +180,26 @@ fn test_case(result: &CaseResult, classname: &str, repeated: bool) -> TestCase {
         case.set_system_out(out);
     }
     case
+}
+
+/// The target's claims judged whole, as properties: `claims.file`, `claims.warning.N`,
+/// and `claim.KEY` = `VERDICT: FILE:LINE:COL (what): observed` per promise.
+fn claims_properties(summary: &crate::claims::verdicts::Summary) -> Vec<(String, String)> {
+    let mut out = vec![("claims.file".to_string(), summary.origin.clone())];
+    for (i, w) in summary.warnings.iter().enumerate() {
+        out.push((format!("claims.warning.{}", i + 1), w.clone()));
+    }
+    for v in &summary.verdicts {
+        let detail = match &v.reason {
+            Some(reason) => reason.clone(),
+            None => v.observed.join("; "),
+        };
+        out.push((
+            format!("claim.{}", v.promise.key),
+            format!("{}: {}: {detail}", v.outcome.as_str(), v.promise.citation),
+        ));
+    }
+    out
 }
 
 /// For an expected failure or a warning (successes to JUnit): what failed, so a
@@ -219,6 +248,7 @@ mod tests {
     fn results() -> RunRecord {
         let outcome = |verdict, log: &[&str]| CaseOutcome {
             figures: Vec::new(),
+            claims: Vec::new(),
             verdict,
             log: log.iter().map(|l| l.to_string()).collect(),
             duration: Duration::from_millis(250),
@@ -233,6 +263,7 @@ mod tests {
                 version: "1.4".into(),
                 ..Default::default()
             },
+            claims: None,
             started: UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             suites: vec![
                 SuiteInfo {
