@@ -893,10 +893,10 @@ fn print_figures(record: &RunRecord) {
 /// measured), after the model warning if the claims are of another drive.
 fn print_claims(results: &RunResults, label: Option<&str>) {
     let Some(summary) = &results.claims else { return };
-    let on = label.map(|l| format!(" on {l}")).unwrap_or_default();
+    let on = label.map(|l| format!("{l}: ")).unwrap_or_default();
     let mut lines = summary.lines().into_iter();
     if let Some(heading) = lines.next() {
-        say!("\n{heading}{on}");
+        say!("\n{on}{heading}");
     }
     for line in lines {
         say!("{line}");

@@ -4,6 +4,11 @@
 //! case's verdict: a wrong read fails the case's rule (with the block's evidence), an
 //! error status fails the rule of I/O inside the namespace, a command that never
 //! completes fails the command-completion rule. Figures go to the case's outcome.
+//!
+//! With a `qos` judgement and claims, every `read_qos` promise (or the one named) is
+//! measured by a run of its own with the load it states, each judged and recorded for the
+//! run's claims summary ([`crate::claims::verdicts`]); the case fails listing every
+//! breached promise, as claims.
 
 use std::time::{Duration, Instant};
 
