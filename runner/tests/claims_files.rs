@@ -280,3 +280,41 @@ fn claims_of_another_model_warn_and_judge_and_a_profiles_own_claims_do_not_warn(
         assert_eq!(record["run"]["claims"], serde_json::Value::Null);
     }
 }
+
+/// The power-fail and hot-plug campaigns judge the ready time, power-loss protection and
+/// hot-plug: the simulated 1.4 drive (a volatile write cache without power-loss
+/// protection, CSTS.RDY within about 2.5 s) keeps a 5 s ready time and hot-plug, breaks
+/// a claimed power-loss protection, and a 100 ms ready time.
+#[test]
+fn campaigns_judge_the_ready_time_power_loss_protection_and_hot_plug_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        "drive: nvtest simulated enterprise NVMe 1.4\nready_time: 5 s\npower_loss_protection: true\nhot_plug: true\n";
+    let path = claims_file(dir.path(), text);
+    let file = path.display().to_string();
+    let campaigns = ["--suite", "power-fail", "--suite", "hot-plug", "--exact", "power-fail::cut-under-load"];
+    let mut args = campaigns.to_vec();
+    args.extend(["--filter", "hot-plug::orderly-removal", "--claims", &file, "sim:enterprise-1.4"]);
+    let (status, console, record) = run_with_claims(dir.path(), &args);
+    assert_eq!(status, Some(1), "{console}");
+    let p = promises(&record);
+    assert_eq!((p["ready_time"].0.as_str(), p["hot_plug"].0.as_str()), ("met", "met"), "{console}");
+    assert_eq!(
+        p["ready_time"].1["judged_by"],
+        serde_json::json!(["power-fail::cut-under-load", "hot-plug::orderly-removal"])
+    );
+    let plp = &p["power_loss_protection"];
+    assert_eq!(plp.0, "breached", "{console}");
+    assert!(plp.1["observed"][0].as_str().unwrap().contains("completed: expected generation"), "{plp:?}");
+    let path = claims_file(dir.path(), &text.replace("5 s", "100 ms"));
+    let mut args = vec!["--suite", "hot-plug", "--filter", "orderly-removal", "--claims"];
+    let file = path.display().to_string();
+    args.extend([file.as_str(), "sim:enterprise-1.4"]);
+    let (status, console, record) = run_with_claims(dir.path(), &args);
+    assert_eq!(status, Some(1), "{console}");
+    let p = promises(&record);
+    assert_eq!(p["ready_time"].0, "breached", "{console}");
+    assert!(p["ready_time"].1["observed"][0].as_str().unwrap().contains("CSTS.RDY = 1 after"), "{:?}", p["ready_time"]);
+    // The campaign ended on the ready time: hot-plug was not judged.
+    assert_eq!(p["hot_plug"].0, "not-measured", "{console}");
+}

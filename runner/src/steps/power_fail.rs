@@ -990,8 +990,9 @@ fn findings_failure(
 /// What the campaign showed of the claims it judges, for the run's claims summary: the
 /// ready time (every power-on measured by CSTS.RDY), power-loss protection (when it is
 /// what made every completed write one that must survive) and hot-plug (a removal
-/// campaign). A claim the campaign failed on is breached with what was seen; one it
-/// measured without failing is met.
+/// campaign: breached by a rule of the specification the campaign broke). A claim the
+/// campaign failed on is breached with what was seen; one it measured without failing is
+/// met.
 fn judge_claims(
     ctx: &mut CaseContext<'_>,
     result: &StepResult,
@@ -1044,6 +1045,9 @@ fn judge_claims(
             Removal::Orderly => "orderly",
         };
         match failure {
+            // A rule of the specification broken in a removal campaign; another claim's
+            // breach (the ready time) ended the campaign before hot-plug was judged.
+            Some(f) if f.rule.section.starts_with("claim ") => {}
             Some(f) => ctx.claim_judgements.push(ClaimJudgement::breached(
                 "hot_plug",
                 format!("{how} removal: {} — {}: {}", f.rule.section, f.sent, f.observed),
