@@ -17,6 +17,9 @@
 //! VER is below 1.2 (0 included: 1.0 and 1.1 may leave it zero) the claim cannot be
 //! checked and is not a breach; on 1.2 and 1.2a (VER 1.2.0) it is.
 //!
+//! [`checked`] gives every claim it can judge, borne out or not (what the run's claims
+//! summary records); [`unreported`] the breaches only.
+//!
 //! Without CAP (a kernel-driven target, whose registers nvtest cannot read) arbitration
 //! cannot be checked and is not a breach. `ready_time`, `power_loss_protection`,
 //! `hot_plug` and `namespaces.lba_sizes` have no Identify Controller bit (the LBA formats
