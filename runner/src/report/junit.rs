@@ -1,4 +1,8 @@
-//! JUnit XML for CI (quick-junit): one `<testsuite>` per (target, suite) — named as the
+//! JUnit XML for CI (quick-junit). With claims, every testsuite of a target carries
+//! each promise's verdict (`claim.KEY`), and a case that judged a claim says what it
+//! concluded (`claim.KEY` on the testcase).
+//!
+//! One `<testsuite>` per (target, suite) — named as the
 //! suite on a run of one target, `SUITE @ TARGET` on a run of several — with the run's
 //! metadata (nvtest version and commit, command line, host, kernel, seed, input files and
 //! their SHA-256), the device identity, the suite's spec references and its counts
@@ -8,9 +12,7 @@
 //! section), error verdicts `<error>`, skips `<skipped>` with the reason. An expected
 //! failure and a warning are successes that show what they are: a `verdict` property
 //! on the testcase and the failure in its system-err. Every case's log is its
-//! system-out. A run cut short says so in a property of every testsuite. With claims,
-//! every testsuite of the target carries each promise's verdict (`claim.KEY`), and a
-//! case that judged a claim says what it concluded (`claim.KEY` on the testcase). Written
+//! system-out. A run cut short says so in a property of every testsuite. Written
 //! atomically: a temporary file beside the target, then a rename.
 
 use std::io::Write;
