@@ -13,6 +13,9 @@ use crate::verdict::{CaseOutcome, Failure, Rule, Verdict};
 
 use crate::identity::DeviceIdentity;
 
+/// What a case measured: its workloads' figures, and its claim judgements.
+type Measured = (Vec<crate::load::JobFigures>, Vec<crate::claims::ClaimJudgement>);
+
 /// A fault of the host under the target, and the case it first showed in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct FaultSeen {
@@ -114,6 +117,11 @@ impl Session {
         self.journal = journal;
     }
 
+    /// The claims cases judge (`None`: figures are reported, not judged).
+    pub fn claims(&self) -> Option<std::sync::Arc<crate::claims::Claims>> {
+        self.claims.clone()
+    }
+
     /// The claims cases about a claim judge; `None`: figures are reported, not judged.
     pub fn set_claims(&mut self, claims: Option<std::sync::Arc<crate::claims::Claims>>) {
         self.claims = claims;
@@ -160,16 +168,17 @@ impl Session {
     /// `seed` makes the case's data ([`case_seed`]); a run replays exactly with the same.
     pub fn run_case(&mut self, case: &ExpandedCase, seed: u64) -> CaseOutcome {
         let start = Instant::now();
-        let outcome = |verdict, log, figures| CaseOutcome { figures, verdict, log, duration: start.elapsed() };
+        let outcome =
+            |verdict, log, (figures, claims)| CaseOutcome { figures, claims, verdict, log, duration: start.elapsed() };
         if let Some(stop) = &self.stop {
             self.not_run += 1;
             let verdict = Verdict::Error(format!("not run: {} (first seen in case {})", stop.message, stop.case));
-            return outcome(verdict, Vec::new(), Vec::new());
+            return outcome(verdict, Vec::new(), Default::default());
         }
         if let Some(reason) = case.requires.iter().find_map(|r| self.facts.missing(r)) {
-            return outcome(Verdict::Skipped(reason), Vec::new(), Vec::new());
+            return outcome(Verdict::Skipped(reason), Vec::new(), Default::default());
         }
-        let (verdict, mut log, controller_lost, figures) = self.run_steps(case, seed);
+        let (verdict, mut log, controller_lost, measured) = self.run_steps(case, seed);
         let faults = self.device.host_faults();
         let host_failed = !faults.is_empty();
         let verdict = if host_failed { self.host_fault_verdict(case, verdict, &faults, &mut log) } else { verdict };
@@ -188,17 +197,15 @@ impl Session {
             Verdict::Fail(failure) if case.advisory => Verdict::Warning(failure),
             other => self.apply_expected(case, other),
         };
-        outcome(verdict, log, figures)
+        // A host fault sets aside what the steps concluded: their claim judgements too.
+        let measured = if host_failed { (measured.0, Vec::new()) } else { measured };
+        outcome(verdict, log, measured)
     }
 
     /// The case's steps, up to the first that does not succeed: the steps' verdict, the
-    /// case's log, whether the controller stopped answering during it, and the figures
-    /// its workloads measured.
-    fn run_steps(
-        &mut self,
-        case: &ExpandedCase,
-        seed: u64,
-    ) -> (Verdict, Vec<String>, bool, Vec<crate::load::JobFigures>) {
+    /// case's log, whether the controller stopped answering during it, the figures its
+    /// workloads measured and what it concluded about the claims it judged.
+    fn run_steps(&mut self, case: &ExpandedCase, seed: u64) -> (Verdict, Vec<String>, bool, Measured) {
         self.cases_run += 1;
         let mut ctx = CaseContext::new(self.device.as_mut(), &self.facts, parse_rule(&case.rule), seed);
         ctx.blocks_needed = Some(steps::extent::blocks_needed(&case.steps));
@@ -222,7 +229,7 @@ impl Session {
         if verdict == Verdict::Pass && !ctx.warnings.is_empty() {
             verdict = Verdict::Warning(ctx.warnings.remove(0));
         }
-        (verdict, ctx.log, ctx.controller_lost, ctx.figures)
+        (verdict, ctx.log, ctx.controller_lost, (ctx.figures, ctx.claim_judgements))
     }
 
     /// The verdict of a case during which the host failed: an error naming the faults.

@@ -98,4 +98,6 @@ pub struct CaseOutcome {
     pub duration: Duration,
     /// What the case's workloads measured ([`crate::load`]); empty for most cases.
     pub figures: Vec<crate::load::JobFigures>,
+    /// What the case concluded about each claim it judged; empty for most cases.
+    pub claims: Vec<crate::claims::ClaimJudgement>,
 }

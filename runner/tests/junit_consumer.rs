@@ -31,6 +31,7 @@ fn failure() -> Failure {
 fn results() -> RunResults {
     let outcome = |verdict, log: &[&str], ms| CaseOutcome {
         figures: Vec::new(),
+        claims: Vec::new(),
         verdict,
         log: log.iter().map(|l| l.to_string()).collect(),
         duration: Duration::from_millis(ms),
@@ -45,6 +46,7 @@ fn results() -> RunResults {
             version: "1.4".into(),
             ..Default::default()
         },
+        claims: None,
         started: UNIX_EPOCH + Duration::from_secs(1_800_000_000),
         suites: vec![
             SuiteInfo {

@@ -217,7 +217,8 @@ fn check_claims(original: &str, mutations: &[Mutation], in_profile: bool) -> Res
             // Claims that load are cited and judged against a controller reporting nothing.
             no_panic("citing and judging claims", &text, || {
                 let cited: Vec<String> = claims.read_qos.iter().map(|q| claims.cite_read_qos(q)).collect();
-                (cited, unreported(&claims, &IdentifyController::new_zeroed(), Some(Cap::new())))
+                let whole = (claims.verdicts(&[]), claims.model_mismatch("nvtest simulated enterprise NVMe 1.4"));
+                (cited, unreported(&claims, &IdentifyController::new_zeroed(), Some(Cap::new())), whole)
             })?;
         }
         Ok(None) => {}

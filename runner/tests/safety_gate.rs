@@ -452,6 +452,7 @@ impl nvtest::run::CaseRunner for Counting {
         self.0.push(format!("{}::{}", case.suite, case.name));
         nvtest::verdict::CaseOutcome {
             figures: Vec::new(),
+            claims: Vec::new(),
             verdict: nvtest::verdict::Verdict::Pass,
             log: vec![],
             duration: std::time::Duration::ZERO,

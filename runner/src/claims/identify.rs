@@ -17,6 +17,9 @@
 //! VER is below 1.2 (0 included: 1.0 and 1.1 may leave it zero) the claim cannot be
 //! checked and is not a breach; on 1.2 and 1.2a (VER 1.2.0) it is.
 //!
+//! [`checked`] gives every claim it can judge, borne out or not (what the run's claims
+//! summary records); [`unreported`] the breaches only.
+//!
 //! Without CAP (a kernel-driven target, whose registers nvtest cannot read) arbitration
 //! cannot be checked and is not a breach. `ready_time`, `power_loss_protection`,
 //! `hot_plug` and `namespaces.lba_sizes` have no Identify Controller bit (the LBA formats
@@ -40,76 +43,115 @@ pub struct Breach {
     pub found: String,
 }
 
+/// One claimed capability looked up where the controller reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// The promise's key ([`super::Promise::key`]), e.g. `crypto_erase`.
+    pub key: &'static str,
+    /// Whether the controller reports it.
+    pub reported: bool,
+    pub breach: Breach,
+}
+
 /// The claimed capabilities (claims whose value is `true`, and the namespace count) that
 /// `identify` (and `cap`, when the registers can be read) contradicts, in claim order.
 pub fn unreported(claims: &Claims, identify: &IdentifyController, cap: Option<Cap>) -> Vec<Breach> {
-    let mut breaches = Vec::new();
-    let mut breach = |claim: String, rule: &str, found: String| {
-        breaches.push(Breach { claim, rule: rule.to_string(), found });
+    checked(claims, identify, cap).into_iter().filter(|c| !c.reported).map(|c| c.breach).collect()
+}
+
+/// Every claimed capability `identify` (and `cap`) can say something about, in claim
+/// order, each with what the controller reports (`found`) and whether that bears the
+/// claim out. A claim nothing here can judge (FRMW bit 4 before NVMe 1.2, arbitration
+/// without CAP) is left out.
+pub fn checked(claims: &Claims, identify: &IdentifyController, cap: Option<Cap>) -> Vec<Checked> {
+    let mut out = Vec::new();
+    let mut check = |key: &'static str, reported: bool, claim: String, rule: &str, found: String| {
+        out.push(Checked { key, reported, breach: Breach { claim, rule: rule.to_string(), found } });
     };
+    let set = |on: bool| if on { "set" } else { "cleared" };
 
     if let Some(c) = claimed(&claims.crypto_erase) {
-        if !identify.fna.crypto_erase() && !identify.sanicap.ces() {
-            breach(
-                claims.cite(c, "crypto_erase: true"),
-                "Identify Controller FNA bit 2 (Cryptographic Erase Supported) or SANICAP bit 0 (Crypto Erase Supported)",
-                format!(
-                    "FNA {:02X}h and SANICAP {:08X}h: both bits cleared",
-                    identify.fna.into_bits(),
-                    identify.sanicap.into_bits()
-                ),
-            );
-        }
+        let reported = identify.fna.crypto_erase() || identify.sanicap.ces();
+        check(
+            "crypto_erase",
+            reported,
+            claims.cite(c, "crypto_erase: true"),
+            "Identify Controller FNA bit 2 (Cryptographic Erase Supported) or SANICAP bit 0 (Crypto Erase Supported)",
+            format!(
+                "FNA {:02X}h and SANICAP {:08X}h: {}",
+                identify.fna.into_bits(),
+                identify.sanicap.into_bits(),
+                if reported { "reported" } else { "both bits cleared" }
+            ),
+        );
     }
     if let Some(c) = &claims.namespaces {
         let max = c.value.max;
         let cite = || claims.cite(c, &format!("namespaces: up to {max}"));
-        if identify.nn < max {
-            breach(cite(), "Identify Controller NN (Number of Namespaces)", format!("NN {}", identify.nn));
-        }
-        if max > 1 && !identify.oacs.namespace_management() {
-            breach(
+        check(
+            "namespaces",
+            identify.nn >= max,
+            cite(),
+            "Identify Controller NN (Number of Namespaces)",
+            format!("NN {}", identify.nn),
+        );
+        if max > 1 {
+            let on = identify.oacs.namespace_management();
+            check(
+                "namespaces",
+                on,
                 cite(),
                 "Identify Controller OACS bit 3 (Namespace Management and Namespace Attachment supported)",
-                format!("OACS {:04X}h: bit 3 cleared", identify.oacs.into_bits()),
+                format!("OACS {:04X}h: bit 3 {}", identify.oacs.into_bits(), set(on)),
             );
         }
     }
     if let Some(c) = claimed(&claims.firmware_activation_without_reset) {
         let version = identify.version();
-        if version >= Version::V1_2 && !identify.frmw.activation_without_reset() {
-            breach(
+        if version >= Version::V1_2 {
+            let on = identify.frmw.activation_without_reset();
+            check(
+                "firmware_activation_without_reset",
+                on,
                 claims.cite(c, "firmware_activation_without_reset: true"),
                 "Identify Controller FRMW bit 4 (Firmware Activation Without Reset Support, NVMe 1.2 and later)",
-                format!("FRMW {:02X}h: bit 4 cleared (VER {version})", identify.frmw.into_bits()),
+                format!("FRMW {:02X}h: bit 4 {} (VER {version})", identify.frmw.into_bits(), set(on)),
             );
         }
     }
     if let Some(c) = claimed(&claims.dual_port) {
-        if !identify.cmic.multiple_ports() {
-            breach(
-                claims.cite(c, "dual_port: true"),
-                "Identify Controller CMIC bit 0 (the NVM subsystem may contain two or more physical PCI Express ports)",
-                format!("CMIC {:02X}h: bit 0 cleared", identify.cmic.into_bits()),
-            );
-        }
+        let on = identify.cmic.multiple_ports();
+        check(
+            "dual_port",
+            on,
+            claims.cite(c, "dual_port: true"),
+            "Identify Controller CMIC bit 0 (the NVM subsystem may contain two or more physical PCI Express ports)",
+            format!("CMIC {:02X}h: bit 0 {}", identify.cmic.into_bits(), set(on)),
+        );
     }
     if let (Some(c), Some(cap)) = (&claims.arbitration, cap) {
         let a = c.value;
-        if (a.weighted_round_robin || a.urgent) && cap.ams() & 1 == 0 {
-            let what = match (a.weighted_round_robin, a.urgent) {
-                (true, true) => "arbitration: weighted round robin with urgent",
-                (true, false) => "arbitration: weighted round robin",
-                _ => "arbitration: urgent priority class",
-            };
-            breach(
-                claims.cite(c, what),
+        if a.weighted_round_robin || a.urgent {
+            let on = cap.ams() & 1 != 0;
+            check(
+                "arbitration",
+                on,
+                claims.cite(c, arbitration_what(&a)),
                 "CAP.AMS bit 0 (Weighted Round Robin with Urgent Priority Class)",
-                format!("CAP.AMS {:02b}b: bit 0 cleared", cap.ams()),
+                format!("CAP.AMS {:02b}b: bit 0 {}", cap.ams(), set(on)),
             );
         }
     }
-    breaches
+    out
+}
+
+/// An arbitration claim in words, as citations name it.
+pub(crate) fn arbitration_what(a: &super::ArbitrationClaim) -> &'static str {
+    match (a.weighted_round_robin, a.urgent) {
+        (true, true) => "arbitration: weighted round robin with urgent",
+        (true, false) => "arbitration: weighted round robin",
+        _ => "arbitration: urgent priority class",
+    }
 }
 
 /// A capability claimed (`true`), not disclaimed.

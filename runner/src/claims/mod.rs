@@ -5,6 +5,7 @@
 //! ```yaml
 //! # claims of a drive, from its datasheet
 //! drive: PBlaze5 916 (datasheet 2019)      # required: what the claims are of
+//! model: 3.2TB PBlaze5 916                  # optional: the Identify Controller MN they are of
 //! read_qos:                                 # read latency under load, one promise an entry
 //!   - name: mixed                           # optional, unique in the file
 //!     read_iops: 50000                      # the read load (IOPS, > 0)
@@ -24,7 +25,14 @@
 //! ```
 //!
 //! Every key but `drive` is optional and an unknown key is an error; numbers and booleans
-//! are written without quotes. A file that is not valid is a [`ClaimsError`] saying
+//! are written without quotes. `model` is the drive's Identify Controller MN (Model
+//! Number) the claims are of: a drive whose MN (trimmed) differs is still judged against
+//! them, with a warning saying so; without `model` the warning comes when `drive` does
+//! not contain the drive's MN ([`Claims::model_mismatch`]).
+//!
+//! Each promise (every `read_qos` entry, and each other claim but a `false` one, which
+//! promises nothing) gets its own verdict at the end of a run: met, breached, or not
+//! measured by the suites run ([`verdicts`]). A file that is not valid is a [`ClaimsError`] saying
 //! `file:line:column: what is wrong; what is allowed`, on one line.
 //!
 //! [`identify::unreported`] judges the claimed capabilities Identify Controller (and CAP)
@@ -41,8 +49,10 @@ use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
 
 pub mod identify;
+pub mod verdicts;
 
 pub use identify::{unreported, Breach};
+pub use verdicts::{ClaimJudgement, Promise, PromiseVerdict};
 
 /// The read block size when a read QoS promise gives none.
 pub const DEFAULT_BLOCK_BYTES: u32 = 4096;
@@ -56,6 +66,8 @@ pub struct Claims {
     pub origin: String,
     /// What the claims are of (`drive:`), e.g. `PBlaze5 916 (datasheet 2019)`.
     pub drive: String,
+    /// The Identify Controller MN (Model Number) the claims are of (`model:`), trimmed.
+    pub model: Option<String>,
     /// Read latency promises under a read load (and a background write), in file order.
     pub read_qos: Vec<Claimed<ReadQos>>,
     /// The controller is ready (CSTS.RDY) within this time of power-on.
@@ -184,11 +196,34 @@ impl Claims {
         self.cite(claim, &format!("{which}: {}", claim.value.describe()))
     }
 
+    /// The warning of claims that are not of the drive whose Identify Controller MN is
+    /// `drive_model`: `model` given and not the MN (both trimmed), or without `model`,
+    /// `drive` not containing the MN. `None` when they are of it (or the MN is empty,
+    /// nothing to compare).
+    pub fn model_mismatch(&self, drive_model: &str) -> Option<String> {
+        let mn = drive_model.trim();
+        if mn.is_empty() {
+            return None;
+        }
+        match &self.model {
+            Some(model) if model != mn => {
+                Some(format!("claims file {} is for model {model}, the drive is model {mn}", self.origin))
+            }
+            Some(_) => None,
+            None if !self.drive.contains(mn) => Some(format!(
+                "claims file {} is for model {} (its `drive`, no `model` given), the drive is model {mn}",
+                self.origin, self.drive
+            )),
+            None => None,
+        }
+    }
+
     /// Whether nothing is claimed but what the drive is.
     pub fn is_empty(&self) -> bool {
         let Claims {
             origin: _,
             drive: _,
+            model: _,
             read_qos,
             ready_time,
             power_loss_protection,
@@ -395,6 +430,7 @@ fn show_size(bytes: u64) -> String {
 #[serde(deny_unknown_fields)]
 struct ClaimsFile {
     drive: Spanned<String>,
+    model: Option<Spanned<String>>,
     #[serde(default)]
     read_qos: Vec<Spanned<ReadQosFile>>,
     ready_time: Option<Spanned<Quantity>>,
@@ -619,6 +655,16 @@ impl ClaimsFile {
                 "drive is empty; say what the claims are of, e.g. `PBlaze5 916 (datasheet 2019)`",
             ));
         }
+        let model = match &self.model {
+            Some(m) if m.value.trim().is_empty() => {
+                return Err(check.error(
+                    &m.referenced,
+                    "model is empty; give the drive's Identify Controller MN (Model Number), or leave it out",
+                ))
+            }
+            Some(m) => Some(m.value.trim().to_string()),
+            None => None,
+        };
         let mut names: BTreeSet<String> = BTreeSet::new();
         let mut read_qos = Vec::new();
         for q in &self.read_qos {
@@ -640,6 +686,7 @@ impl ClaimsFile {
         Ok(Claims {
             origin: origin.to_string(),
             drive,
+            model,
             read_qos,
             ready_time: match &self.ready_time {
                 Some(t) => Some(claimed(check.duration("ready_time", t)?, &t.referenced)),

@@ -302,7 +302,10 @@ fn semantic_mistakes_are_located_at_the_value() {
 #[test]
 fn file_mistakes_are_located_and_say_what_is_allowed() {
     let e = err("drive: d\nspeed: fast\n");
-    assert!(e.starts_with("claims.yaml:2:1: unknown key `speed`; allowed here: drive, read_qos, ready_time"), "{e}");
+    assert!(
+        e.starts_with("claims.yaml:2:1: unknown key `speed`; allowed here: drive, model, read_qos, ready_time"),
+        "{e}"
+    );
     assert_eq!(
         err("drive: d\nread_qos:\n  - {read_iops: \"50000\", percentile: 99, latency: 1 ms}\n"),
         "claims.yaml:3:17: \"50000\" is quoted text; a whole number (u64) is written without quotes: 50000"

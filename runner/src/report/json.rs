@@ -53,6 +53,9 @@ pub struct Run {
     pub repeat: String,
     pub suites: Vec<InputFile>,
     pub expect: Vec<InputFile>,
+    /// The `--claims` file and its SHA-256; null without one (a simulated drive's profile
+    /// may carry its own claims: each target's `claims` says which it judged).
+    pub claims: Option<InputFile>,
 }
 
 /// One target: who it is, and what each case concluded.
@@ -62,6 +65,60 @@ pub struct Target {
     pub identity: DeviceIdentity,
     pub counts: Totals,
     pub cases: Vec<Case>,
+    /// The claims the cases judged, one verdict per promise; null without claims.
+    pub claims: Option<ClaimsRecord>,
+}
+
+/// A target's claims judged whole.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct ClaimsRecord {
+    /// The file the claims were read from (a `--claims` file, or a simulated drive's
+    /// profile).
+    pub file: String,
+    /// `drive:` as written.
+    pub drive: String,
+    /// `model:` (the Identify Controller MN the claims are of), null when not given.
+    pub model: Option<String>,
+    /// E.g. "claims file X is for model A, the drive is model B": every verdict is still
+    /// given.
+    pub warnings: Vec<String>,
+    pub met: usize,
+    pub breached: usize,
+    pub not_measured: usize,
+    /// One per promise, in file order.
+    pub promises: Vec<PromiseRecord>,
+}
+
+/// One promise of the claims file and how it fared.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct PromiseRecord {
+    /// The claim's key: `read_qos[N]` (from 0, file order), `ready_time`,
+    /// `power_loss_protection`, `crypto_erase`, `namespaces`,
+    /// `firmware_activation_without_reset`, `dual_port`, `hot_plug`, `arbitration`.
+    pub promise: String,
+    /// `FILE:LINE:COL (what)`.
+    pub claim: String,
+    pub verdict: PromiseVerdictName,
+    /// What each judging case saw, `SUITE::CASE: observed` (only the breaches when
+    /// breached); empty when not measured.
+    pub observed: Vec<String>,
+    /// The cases that judged it, `SUITE::CASE`.
+    pub judged_by: Vec<String>,
+    /// The suites (and cases) that measure it, e.g. `suite qos, case mixed`.
+    pub measured_by: Vec<String>,
+    /// Why it is not measured; null otherwise.
+    pub reason: Option<String>,
+}
+
+/// How a promise fared.
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromiseVerdictName {
+    Met,
+    Breached,
+    NotMeasured,
 }
 
 /// Counts as the console's summary gives them; `passed` includes warnings.
@@ -208,6 +265,7 @@ pub fn record(run: &RunRecord) -> Record {
             repeat: meta.repeat.clone(),
             suites: meta.suites.clone(),
             expect: meta.expect.clone(),
+            claims: meta.claims.clone(),
         },
         targets: run.targets.iter().map(target).collect(),
         totals: run.counts().into(),
@@ -220,6 +278,37 @@ fn target(results: &RunResults) -> Target {
         identity: results.identity.clone(),
         counts: results.counts().into(),
         cases: results.cases.iter().map(|c| case(results, c)).collect(),
+        claims: results.claims.as_ref().map(claims),
+    }
+}
+
+fn claims(summary: &crate::claims::verdicts::Summary) -> ClaimsRecord {
+    use crate::claims::verdicts::Outcome;
+    ClaimsRecord {
+        file: summary.origin.clone(),
+        drive: summary.drive.clone(),
+        model: summary.model.clone(),
+        warnings: summary.warnings.clone(),
+        met: summary.count(Outcome::Met),
+        breached: summary.count(Outcome::Breached),
+        not_measured: summary.count(Outcome::NotMeasured),
+        promises: summary
+            .verdicts
+            .iter()
+            .map(|v| PromiseRecord {
+                promise: v.promise.key.clone(),
+                claim: v.promise.citation.clone(),
+                verdict: match v.outcome {
+                    Outcome::Met => PromiseVerdictName::Met,
+                    Outcome::Breached => PromiseVerdictName::Breached,
+                    Outcome::NotMeasured => PromiseVerdictName::NotMeasured,
+                },
+                observed: v.observed.clone(),
+                judged_by: v.judged_by.clone(),
+                measured_by: v.promise.measured_by.iter().map(|m| m.describe()).collect(),
+                reason: v.reason.clone(),
+            })
+            .collect(),
     }
 }
 

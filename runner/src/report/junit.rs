@@ -1,4 +1,8 @@
-//! JUnit XML for CI (quick-junit): one `<testsuite>` per (target, suite) — named as the
+//! JUnit XML for CI (quick-junit). With claims, every testsuite of a target carries
+//! each promise's verdict (`claim.KEY`), and a case that judged a claim says what it
+//! concluded (`claim.KEY` on the testcase).
+//!
+//! One `<testsuite>` per (target, suite) — named as the
 //! suite on a run of one target, `SUITE @ TARGET` on a run of several — with the run's
 //! metadata (nvtest version and commit, command line, host, kernel, seed, input files and
 //! their SHA-256), the device identity, the suite's spec references and its counts
@@ -49,6 +53,9 @@ pub fn report(run: &RunRecord) -> Report {
             ]);
             for (i, spec) in info.spec.iter().enumerate() {
                 suite.add_property(Property::new(format!("spec.{}", i + 1), spec.as_str()));
+            }
+            if let Some(claims) = &results.claims {
+                suite.add_properties(claims_properties(claims).into_iter().map(|(k, v)| Property::new(k, v)));
             }
             let cases: Vec<&CaseResult> = results.cases_of(&info.name).collect();
             let warnings = cases.iter().filter(|c| matches!(c.outcome.verdict, Verdict::Warning(_))).count();
@@ -121,6 +128,10 @@ fn test_case(result: &CaseResult, classname: &str, repeated: bool) -> TestCase {
     for figure in outcome.figures.iter().flat_map(|j| j.figures()) {
         case.add_property(Property::new(format!("figure.{}", figure.name), figure.value_text()));
     }
+    for j in &outcome.claims {
+        let verdict = if j.met { "met" } else { "breached" };
+        case.add_property(Property::new(format!("claim.{}", j.key), format!("{verdict}: {}", j.observed)));
+    }
     if let Some(err) = system_err(outcome) {
         case.set_system_err(err);
     }
@@ -129,6 +140,26 @@ fn test_case(result: &CaseResult, classname: &str, repeated: bool) -> TestCase {
         case.set_system_out(out);
     }
     case
+}
+
+/// The target's claims judged whole, as properties: `claims.file`, `claims.warning.N`,
+/// and `claim.KEY` = `VERDICT: FILE:LINE:COL (what): observed` per promise.
+fn claims_properties(summary: &crate::claims::verdicts::Summary) -> Vec<(String, String)> {
+    let mut out = vec![("claims.file".to_string(), summary.origin.clone())];
+    for (i, w) in summary.warnings.iter().enumerate() {
+        out.push((format!("claims.warning.{}", i + 1), w.clone()));
+    }
+    for v in &summary.verdicts {
+        let detail = match &v.reason {
+            Some(reason) => reason.clone(),
+            None => v.observed.join("; "),
+        };
+        out.push((
+            format!("claim.{}", v.promise.key),
+            format!("{}: {}: {detail}", v.outcome.as_str(), v.promise.citation),
+        ));
+    }
+    out
 }
 
 /// For an expected failure or a warning (successes to JUnit): what failed, so a
@@ -177,6 +208,7 @@ mod tests {
     fn results() -> RunRecord {
         let outcome = |verdict, log: &[&str]| CaseOutcome {
             figures: Vec::new(),
+            claims: Vec::new(),
             verdict,
             log: log.iter().map(|l| l.to_string()).collect(),
             duration: Duration::from_millis(250),
@@ -191,6 +223,7 @@ mod tests {
                 version: "1.4".into(),
                 ..Default::default()
             },
+            claims: None,
             started: UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             suites: vec![
                 SuiteInfo {

@@ -1,6 +1,6 @@
 //! How a run was run, for its records: which nvtest (version, git commit), the command
 //! line, the host and its kernel, when, the run's seed and repeat, and every input file
-//! (suites, expected findings) with its SHA-256, so a report can be traced to exactly
+//! (suites, expected findings, claims) with its SHA-256, so a report can be traced to exactly
 //! what produced it.
 
 use std::path::Path;
@@ -52,6 +52,8 @@ pub struct RunMeta {
     pub suites: Vec<InputFile>,
     /// `--expect` files.
     pub expect: Vec<InputFile>,
+    /// The `--claims` file.
+    pub claims: Option<InputFile>,
 }
 
 impl RunMeta {
@@ -71,6 +73,7 @@ impl RunMeta {
             repeat,
             suites: Vec::new(),
             expect: Vec::new(),
+            claims: None,
         }
     }
 
@@ -93,6 +96,9 @@ impl RunMeta {
             for (i, f) in files.iter().enumerate() {
                 out.push((format!("nvtest.{kind}.{}", i + 1), format!("{} sha256:{}", f.path, f.sha256)));
             }
+        }
+        if let Some(f) = &self.claims {
+            out.push(("nvtest.claims".into(), format!("{} sha256:{}", f.path, f.sha256)));
         }
         out
     }

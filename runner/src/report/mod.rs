@@ -87,6 +87,9 @@ pub struct RunResults {
     /// Every suite of the run, in order, also those whose cases were all filtered out.
     pub suites: Vec<SuiteInfo>,
     pub cases: Vec<CaseResult>,
+    /// The claims the cases judged (`--claims`, or a simulated drive's profile), one
+    /// verdict per promise; `None` without claims.
+    pub claims: Option<crate::claims::verdicts::Summary>,
 }
 
 /// How many cases ended how. The console's `failed` is `failed + errors`, its `ignored`
@@ -132,6 +135,7 @@ impl RunResults {
             started: SystemTime::now(),
             suites: suites.iter().map(|s| s.suite.clone()).collect(),
             cases: Vec::new(),
+            claims: None,
         }
     }
 
@@ -156,6 +160,22 @@ impl RunResults {
     /// The cases of one suite, in the order they ran.
     pub fn cases_of<'a>(&'a self, suite: &'a str) -> impl Iterator<Item = &'a CaseResult> + 'a {
         self.cases.iter().filter(move |c| c.suite == suite)
+    }
+
+    /// The claims judged whole from this target's cases: one verdict per promise of
+    /// `claims`.
+    pub fn judge_claims(&self, claims: &crate::claims::Claims) -> crate::claims::verdicts::Summary {
+        let cases: Vec<crate::claims::verdicts::CaseJudged<'_>> = self
+            .cases
+            .iter()
+            .map(|c| crate::claims::verdicts::CaseJudged {
+                suite: &c.suite,
+                case: &c.case,
+                verdict: json::VerdictName::of(&c.outcome.verdict).as_str(),
+                judgements: &c.outcome.claims,
+            })
+            .collect();
+        crate::claims::verdicts::Summary::of(claims, &self.identity.model, &cases)
     }
 
     /// The time all cases took.

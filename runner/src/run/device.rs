@@ -34,13 +34,18 @@ pub struct Job {
 /// A running device thread.
 pub struct Device {
     pub identity: DeviceIdentity,
+    /// The claims its cases judge.
+    pub claims: Option<Arc<crate::claims::Claims>>,
     pub jobs: mpsc::Sender<Job>,
     thread: JoinHandle<Option<String>>,
 }
 
+/// What an opened target tells the run: who it is, and the claims its cases judge.
+type Opened = (DeviceIdentity, Option<Arc<crate::claims::Claims>>);
+
 /// A device thread that is opening its target.
 pub struct Opening {
-    ready: mpsc::Receiver<Result<DeviceIdentity, String>>,
+    ready: mpsc::Receiver<Result<Opened, String>>,
     jobs: mpsc::Sender<Job>,
     thread: JoinHandle<Option<String>>,
 }
@@ -49,7 +54,7 @@ impl Opening {
     /// Starts the thread of target number `index`; it opens the target at once, so
     /// several targets open in parallel.
     pub fn start(index: usize, open: Opener, live: Arc<Live>) -> Result<Opening, String> {
-        let (ready_tx, ready) = mpsc::channel::<Result<DeviceIdentity, String>>();
+        let (ready_tx, ready) = mpsc::channel::<Result<Opened, String>>();
         let (jobs, jobs_rx) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
             .name(format!("nvtest-device-{index}"))
@@ -66,7 +71,7 @@ impl Opening {
                         return None;
                     }
                 };
-                if ready_tx.send(Ok(runner.identity())).is_err() {
+                if ready_tx.send(Ok((runner.identity(), runner.claims()))).is_err() {
                     return None;
                 }
                 serve(index, runner.as_mut(), jobs_rx, &live);
@@ -79,7 +84,7 @@ impl Opening {
     /// Waits until the target opened.
     pub fn ready(self) -> Result<Device, String> {
         match self.ready.recv() {
-            Ok(Ok(identity)) => Ok(Device { identity, jobs: self.jobs, thread: self.thread }),
+            Ok(Ok((identity, claims))) => Ok(Device { identity, claims, jobs: self.jobs, thread: self.thread }),
             Ok(Err(e)) => {
                 let _ = self.thread.join();
                 Err(e)
@@ -130,7 +135,13 @@ impl Device {
 }
 
 pub fn error_outcome(message: String) -> CaseOutcome {
-    CaseOutcome { figures: Vec::new(), verdict: Verdict::Error(message), log: Vec::new(), duration: Duration::ZERO }
+    CaseOutcome {
+        figures: Vec::new(),
+        claims: Vec::new(),
+        verdict: Verdict::Error(message),
+        log: Vec::new(),
+        duration: Duration::ZERO,
+    }
 }
 
 pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {

@@ -39,6 +39,8 @@ pub struct Running {
 pub struct Live {
     pub meta: Mutex<RunMeta>,
     pub identities: Mutex<Vec<DeviceIdentity>>,
+    /// Per target, the claims its cases judge.
+    pub claims: Mutex<Vec<Option<Arc<crate::claims::Claims>>>>,
     pub suites: Vec<SuiteInfo>,
     pub started: SystemTime,
     pub ended: Mutex<Vec<Ended>>,
@@ -63,6 +65,7 @@ impl Live {
         Live {
             meta: Mutex::new(meta),
             identities: Mutex::new(vec![DeviceIdentity::default(); targets]),
+            claims: Mutex::new(vec![None; targets]),
             suites,
             started: SystemTime::now(),
             ended: Mutex::new(Vec::new()),
@@ -75,6 +78,12 @@ impl Live {
     pub fn set_identity(&self, target: usize, identity: DeviceIdentity) {
         if let Some(slot) = lock(&self.identities).get_mut(target) {
             *slot = identity;
+        }
+    }
+
+    pub fn set_claims(&self, target: usize, claims: Option<Arc<crate::claims::Claims>>) {
+        if let Some(slot) = lock(&self.claims).get_mut(target) {
+            *slot = claims;
         }
     }
 
@@ -104,6 +113,7 @@ impl Live {
                     let mut result = r.result.clone();
                     result.outcome = CaseOutcome {
                         figures: Vec::new(),
+                        claims: Vec::new(),
                         verdict: Verdict::Error(format!(
                             "interrupted: {why} while the case ran (after {:.1} s); it did not finish",
                             r.since.elapsed().as_secs_f64()
@@ -116,14 +126,20 @@ impl Live {
             }
         }
         ended.sort_by_key(|e| e.order);
+        let claims = lock(&self.claims).clone();
         let targets = identities
             .into_iter()
             .enumerate()
-            .map(|(i, identity)| RunResults {
-                identity,
-                started: self.started,
-                suites: self.suites.clone(),
-                cases: ended.iter().filter(|e| e.target == i).map(|e| e.result.clone()).collect(),
+            .map(|(i, identity)| {
+                let mut results = RunResults {
+                    identity,
+                    started: self.started,
+                    suites: self.suites.clone(),
+                    cases: ended.iter().filter(|e| e.target == i).map(|e| e.result.clone()).collect(),
+                    claims: None,
+                };
+                results.claims = claims.get(i).and_then(Option::as_ref).map(|c| results.judge_claims(c));
+                results
             })
             .collect();
         let mut meta = lock(&self.meta).clone();

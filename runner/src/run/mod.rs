@@ -189,6 +189,11 @@ pub trait CaseRunner {
     fn host_fault(&self) -> Option<String> {
         None
     }
+
+    /// The claims the cases judge, judged whole at the end of the target's run.
+    fn claims(&self) -> Option<Arc<crate::claims::Claims>> {
+        None
+    }
 }
 
 impl CaseRunner for Session {
@@ -203,6 +208,10 @@ impl CaseRunner for Session {
     fn host_fault(&self) -> Option<String> {
         Session::host_fault(self)
     }
+
+    fn claims(&self) -> Option<Arc<crate::claims::Claims>> {
+        Session::claims(self)
+    }
 }
 
 impl CaseRunner for Box<dyn CaseRunner> {
@@ -216,6 +225,10 @@ impl CaseRunner for Box<dyn CaseRunner> {
 
     fn host_fault(&self) -> Option<String> {
         self.as_ref().host_fault()
+    }
+
+    fn claims(&self) -> Option<Arc<crate::claims::Claims>> {
+        self.as_ref().claims()
     }
 }
 
@@ -272,6 +285,10 @@ impl<R: CaseRunner> CaseRunner for Rechecked<R> {
 
     fn host_fault(&self) -> Option<String> {
         self.inner.host_fault()
+    }
+
+    fn claims(&self) -> Option<Arc<crate::claims::Claims>> {
+        self.inner.claims()
     }
 }
 
@@ -332,6 +349,10 @@ impl<R: CaseRunner> CaseRunner for KernelLogged<R> {
 
     fn host_fault(&self) -> Option<String> {
         self.inner.host_fault()
+    }
+
+    fn claims(&self) -> Option<Arc<crate::claims::Claims>> {
+        self.inner.claims()
     }
 }
 
@@ -702,6 +723,7 @@ pub fn run_targets(
     let mut meta = RunMeta::now(options.command_line.clone(), seed, options.repeat.describe());
     meta.suites = suites.iter().map(|s| InputFile::of(&s.path)).collect();
     meta.expect = options.expect.iter().map(|p| InputFile::of(p)).collect();
+    meta.claims = options.claims.as_deref().map(InputFile::of);
     let suite_infos: Vec<SuiteInfo> = suites.iter().map(|s| s.suite.clone()).collect();
     if options.list {
         match list(suites, options) {
@@ -741,7 +763,11 @@ pub fn run_targets(
             identity.target = format!("{} (nvtest's built-in simulated drive: no TARGET was given)", identity.target);
         }
         print_identity(&identity);
+        if let Some(warning) = device.claims.as_ref().and_then(|c| c.model_mismatch(&identity.model)) {
+            say!("  warning   {warning} (every claim is still judged)");
+        }
         live.set_identity(i, identity);
+        live.set_claims(i, device.claims.clone());
     }
     say!("  seed      {seed} (replay with --seed {seed})");
     crate::run::live::enter(live.clone()).map_err(RunError::Usage)?;
@@ -828,6 +854,7 @@ pub fn run_targets(
         let label = several.then_some(results.identity.target.as_str());
         print_expected_failures(results, label);
         print_warnings(results, label);
+        print_claims(results, label);
     }
     if let Some(e) = live.write_reports(&record).into_iter().next() {
         return Err(RunError::Report(e));
@@ -859,6 +886,20 @@ fn print_figures(record: &RunRecord) {
                 say!("  {line}");
             }
         }
+    }
+}
+
+/// The target's claims judged whole: one line per promise (met, breached, not
+/// measured), after the model warning if the claims are of another drive.
+fn print_claims(results: &RunResults, label: Option<&str>) {
+    let Some(summary) = &results.claims else { return };
+    let on = label.map(|l| format!("{l}: ")).unwrap_or_default();
+    let mut lines = summary.lines().into_iter();
+    if let Some(heading) = lines.next() {
+        say!("\n{on}{heading}");
+    }
+    for line in lines {
+        say!("{line}");
     }
 }
 
@@ -898,6 +939,7 @@ impl TrialJob {
         let Some(seq) = self.seq else {
             let outcome = CaseOutcome {
                 figures: Vec::new(),
+                claims: Vec::new(),
                 verdict: Verdict::Skipped(PRESERVED.into()),
                 log: Vec::new(),
                 duration: Duration::ZERO,
@@ -1087,6 +1129,7 @@ mod tests {
             };
             CaseOutcome {
                 figures: Vec::new(),
+                claims: Vec::new(),
                 verdict,
                 log: vec![format!("ran {}", case.name)],
                 duration: Duration::ZERO,
@@ -1235,7 +1278,7 @@ mod tests {
             use std::io::Write as _;
             std::fs::OpenOptions::new().append(true).open(&self.kmsg).unwrap().write_all(text.as_bytes()).unwrap();
             let verdict = if case.name == "fail" { Verdict::Error("I/O error".into()) } else { Verdict::Pass };
-            CaseOutcome { figures: Vec::new(), verdict, log: vec![], duration: Duration::ZERO }
+            CaseOutcome { figures: Vec::new(), claims: Vec::new(), verdict, log: vec![], duration: Duration::ZERO }
         }
     }
 
@@ -1269,6 +1312,7 @@ mod tests {
     fn failures_show_the_rule_and_the_log() {
         let outcome = CaseOutcome {
             figures: Vec::new(),
+            claims: Vec::new(),
             verdict: Verdict::Error("queue timed out".into()),
             log: vec!["Identify CNS 1 -> timeout".into()],
             duration: Duration::ZERO,

@@ -3,7 +3,9 @@
 //! itself reports. Which field reports which claim is [`crate::claims::unreported`]'s
 //! table (FNA / SANICAP for crypto erase, NN and OACS for namespaces, FRMW bit 4, CMIC
 //! bit 0, CAP.AMS). A breach is the claim's failure, citing the claim's file:line:col,
-//! not a rule of the specification: the datasheet and the drive disagree.
+//! not a rule of the specification: the datasheet and the drive disagree. Every claim
+//! judged is recorded met or breached for the run's claims summary, and the failure
+//! lists every breach.
 
 use nvme::device::Data;
 use nvme::spec::identify::{identify as identify_cmd, Cns, IdentifyController};
@@ -11,7 +13,8 @@ use nvme::spec::registers::{offset, Cap};
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::{CaseContext, StepError, StepResult};
-use crate::claims::unreported;
+use crate::claims::identify::{checked, Breach};
+use crate::claims::ClaimJudgement;
 use crate::verdict::{Failure, Rule};
 
 pub(super) fn claimed_capabilities(ctx: &mut CaseContext<'_>) -> StepResult {
@@ -39,29 +42,53 @@ pub(super) fn claimed_capabilities(ctx: &mut CaseContext<'_>) -> StepResult {
             None
         }
     };
-    let breaches = unreported(&claims, &id, cap);
+    let checked = checked(&claims, &id, cap);
+    for c in &checked {
+        let observed = format!("{} ({})", c.breach.found, c.breach.rule);
+        ctx.claim_judgements.push(if c.reported {
+            ClaimJudgement::met(c.key, observed)
+        } else {
+            ClaimJudgement::breached(c.key, observed)
+        });
+    }
+    let breaches: Vec<&Breach> = checked.iter().filter(|c| !c.reported).map(|c| &c.breach).collect();
     let sent = if cap.is_some() { "Identify Controller (CNS 01h); CAP read" } else { what };
-    let Some(first) = breaches.first() else {
+    if breaches.is_empty() {
         ctx.log.push(format!(
             "claimed_capabilities: every capability {} claims for {} is reported",
             claims.origin, claims.drive
         ));
         return Ok(());
-    };
+    }
     for b in &breaches {
         ctx.log.push(format!("claimed_capabilities: {} — {}: {}", b.claim, b.rule, b.found));
     }
-    Err(StepError::Fail(Failure {
+    Err(StepError::Fail(breaches_failure(&breaches, sent)))
+}
+
+/// The failure of every breached claim: each cited in the section, each field and what
+/// it reports in the evidence.
+fn breaches_failure(breaches: &[&Breach], sent: &str) -> Failure {
+    let mut cited: Vec<&str> = Vec::new();
+    for b in breaches {
+        if !cited.contains(&b.claim.as_str()) {
+            cited.push(&b.claim);
+        }
+    }
+    let count = match breaches.len() {
+        1 => "a capability".to_string(),
+        n => format!("{n} capabilities"),
+    };
+    Failure {
         rule: Rule {
-            section: format!("claim {}", first.claim),
+            section: format!("claim {}", cited.join("; claim ")),
             text: format!(
-                "the drive's datasheet claims a capability its controller does not report in {} (a claim, not a rule \
-                 of the specification)",
-                first.rule
+                "the drive's datasheet claims {count} its controller does not report (a claim, not a rule of the \
+                 specification)"
             ),
         },
         sent: sent.into(),
         observed: breaches.iter().map(|b| format!("{} for {}", b.found, b.claim)).collect::<Vec<_>>().join("; "),
         expected: breaches.iter().map(|b| b.rule.clone()).collect::<Vec<_>>().join("; "),
-    }))
+    }
 }

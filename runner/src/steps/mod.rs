@@ -110,6 +110,8 @@ pub struct CaseContext<'a> {
     pub claims: Option<std::sync::Arc<crate::claims::Claims>>,
     /// What the case's workloads measured, per job ([`crate::load`]).
     pub figures: Vec<crate::load::JobFigures>,
+    /// What the case concluded about each claim it judged ([`crate::claims::verdicts`]).
+    pub claim_judgements: Vec<crate::claims::ClaimJudgement>,
     /// `SUITE::CASE` (names a power-fail campaign's journal).
     pub case_name: String,
     /// Where a power-fail campaign keeps its journal (`--journal`); `None`: in memory.
@@ -142,6 +144,7 @@ impl<'a> CaseContext<'a> {
             blocks_needed: None,
             deadline: None,
             figures: Vec::new(),
+            claim_judgements: Vec::new(),
             claims: None,
             last_command: None,
             case_name: String::new(),

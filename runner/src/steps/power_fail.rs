@@ -319,6 +319,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
     bar.finish_and_clear();
     ctx.map = floor;
     record_figures(ctx, &tally);
+    judge_claims(ctx, &result, &tally, &survival, p.removal);
     if method == PowerMethod::RemoveRescan {
         return remove_rescan_verdict(result, &tally);
     }
@@ -984,6 +985,83 @@ fn findings_failure(
         observed: format!("{} ({} findings, {blocks} blocks in all)", line(first), findings.len()),
         expected: "each block holds the newest write that had to survive, or a newer write of the cycle".into(),
     })
+}
+
+/// What the campaign showed of the claims it judges, for the run's claims summary: the
+/// ready time (every power-on measured by CSTS.RDY), power-loss protection (when it is
+/// what made every completed write one that must survive) and hot-plug (a removal
+/// campaign: breached by a rule of the specification the campaign broke). A claim the
+/// campaign failed on is breached with what was seen; one it measured without failing is
+/// met.
+fn judge_claims(
+    ctx: &mut CaseContext<'_>,
+    result: &StepResult,
+    t: &Tally,
+    survival: &Survival,
+    removal: Option<Removal>,
+) {
+    use crate::claims::ClaimJudgement;
+    let Some(claims) = ctx.claims.clone() else { return };
+    let failure = match result {
+        Err(StepError::Fail(f)) => Some(f),
+        _ => None,
+    };
+    let ms = |ns: u64| ns as f64 / 1e6;
+    if let Some(claim) = &claims.ready_time {
+        let section = format!("claim {}", claims.cite(claim, "ready_time"));
+        match failure {
+            Some(f) if f.rule.section == section => {
+                ctx.claim_judgements.push(ClaimJudgement::breached("ready_time", format!("{}: {}", f.sent, f.observed)))
+            }
+            _ if !t.ready_ns.is_empty() => ctx.claim_judgements.push(ClaimJudgement::met(
+                "ready_time",
+                format!(
+                    "CSTS.RDY within {:.1} ms at most over {} power-ons",
+                    ms(t.ready_ns.iter().copied().max().unwrap_or_default()),
+                    t.ready_ns.len()
+                ),
+            )),
+            _ => {}
+        }
+    }
+    if matches!(survival, Survival::Completed(why) if why.starts_with("claim ")) {
+        match failure {
+            Some(f) if f.rule.text.contains("power-loss protection") => ctx
+                .claim_judgements
+                .push(ClaimJudgement::breached("power_loss_protection", format!("{}: {}", f.sent, f.observed))),
+            _ if t.cycles > 0 => ctx.claim_judgements.push(ClaimJudgement::met(
+                "power_loss_protection",
+                format!(
+                    "every completed write survived {} power losses under load ({} blocks judged)",
+                    t.cycles, t.blocks_judged
+                ),
+            )),
+            _ => {}
+        }
+    }
+    if let (Some(how), Some(_)) = (removal, claims.hot_plug.as_ref().filter(|c| c.value)) {
+        let how = match how {
+            Removal::Surprise => "surprise",
+            Removal::Orderly => "orderly",
+        };
+        match failure {
+            // A rule of the specification broken in a removal campaign; another claim's
+            // breach (the ready time) ended the campaign before hot-plug was judged.
+            Some(f) if f.rule.section.starts_with("claim ") => {}
+            Some(f) => ctx.claim_judgements.push(ClaimJudgement::breached(
+                "hot_plug",
+                format!("{how} removal: {} — {}: {}", f.rule.section, f.sent, f.observed),
+            )),
+            None if result.is_ok() && t.cycles > 0 => ctx.claim_judgements.push(ClaimJudgement::met(
+                "hot_plug",
+                format!(
+                    "{} {how} removals and reinsertions, the drive the same and its data judged after each",
+                    t.cycles
+                ),
+            )),
+            None => {}
+        }
+    }
 }
 
 /// Campaign figures: cycles, writes in flight at each cut, blocks judged, ready times.

@@ -4,6 +4,11 @@
 //! case's verdict: a wrong read fails the case's rule (with the block's evidence), an
 //! error status fails the rule of I/O inside the namespace, a command that never
 //! completes fails the command-completion rule. Figures go to the case's outcome.
+//!
+//! With a `qos` judgement and claims, every `read_qos` promise (or the one named) is
+//! measured by a run of its own with the load it states, each judged and recorded for the
+//! run's claims summary ([`crate::claims::verdicts`]); the case fails listing every
+//! breached promise, as claims.
 
 use std::time::{Duration, Instant};
 
@@ -26,23 +31,61 @@ const DEFAULT_COMMANDS: u64 = 10_000;
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
 pub fn workload(ctx: &mut CaseContext<'_>, jobs: &[WorkloadJob], qos: Option<&QosJudgement>) -> StepResult {
+    let Some(q) = qos else {
+        run_jobs(ctx, jobs, None, None)?;
+        return Ok(());
+    };
+    for name in std::iter::once(&q.read_job).chain(q.write_job.iter()) {
+        if !jobs.iter().any(|j| &j.name == name) {
+            return Err(StepError::Error(format!("qos names job `{name}`, which the workload does not have")));
+        }
+    }
+    let promises = qos_claims(ctx, q)?;
+    if promises.is_empty() {
+        run_jobs(ctx, jobs, None, None)?;
+        ctx.log.push(format!(
+            "qos: no read-QoS claim given (--claims, or the simulated drive's profile): the figures of job `{}` are \
+             reported, not judged",
+            q.read_job
+        ));
+        return Ok(());
+    }
+    // One measured run per promise, each with the load it states; a wrong read ends the
+    // case at once (a rule of the specification), a breach is kept and the next promise
+    // is measured.
+    let several = promises.len() > 1;
+    let mut breaches = Vec::new();
+    for p in &promises {
+        if several {
+            ctx.log.push(format!("qos: measuring {}", p.cite));
+        }
+        let label = several.then_some(p.label.as_str());
+        let outcome = run_jobs(ctx, jobs, Some((q, &p.claim.value)), label)?;
+        if let Some(breach) = judge_claim(ctx, q, &outcome, p)? {
+            breaches.push(breach);
+        }
+    }
+    if breaches.is_empty() {
+        return Ok(());
+    }
+    Err(StepError::Fail(breaches_failure(&breaches)))
+}
+
+/// Builds the jobs (with the load of `claim`, when given), runs them and judges their
+/// data; the figures go to the case, each job's named `JOB[label]` when `label` is given
+/// (several promises measured in one case).
+fn run_jobs(
+    ctx: &mut CaseContext<'_>,
+    jobs: &[WorkloadJob],
+    claim: Option<(&QosJudgement, &crate::claims::ReadQos)>,
+    label: Option<&str>,
+) -> StepResult<Outcome> {
     let mut built = Vec::with_capacity(jobs.len());
     for job in jobs {
         built.push(build(ctx, job)?);
     }
-    if let Some(q) = qos {
-        for name in std::iter::once(&q.read_job).chain(q.write_job.iter()) {
-            if !built.iter().any(|j| &j.name == name) {
-                return Err(StepError::Error(format!("qos names job `{name}`, which the workload does not have")));
-            }
-        }
-    }
-    let claim = match qos {
-        Some(q) => qos_claim(ctx, q)?,
-        None => None,
-    };
-    if let (Some(q), Some((_, c))) = (qos, &claim) {
-        apply_claim(ctx, &mut built, q, &c.value)?;
+    if let Some((q, c)) = claim {
+        apply_claim(ctx, &mut built, q, c)?;
     }
     let work = Workload { jobs: built, seed: ctx.seed, drain: true };
     let specs: Vec<QueueSpec> = work.jobs.iter().map(|j| j.queue_spec()).collect();
@@ -53,41 +96,56 @@ pub fn workload(ctx: &mut CaseContext<'_>, jobs: &[WorkloadJob], qos: Option<&Qo
     ctx.map = map;
     let outcome = outcome_of(ctx, &work, result)?;
     summarize(ctx, "workload", &outcome);
-    ctx.figures.extend(outcome.jobs.iter().cloned());
-    verdict(ctx, &work, &outcome)?;
-    match (qos, claim) {
-        (Some(q), Some((cite, c))) => judge_claim(ctx, q, &outcome, &cite, &c.value),
-        (Some(q), None) => {
-            ctx.log.push(format!(
-                "qos: no read-QoS claim given (--claims, or the simulated drive's profile): the figures of job `{}` \
-                 are reported, not judged",
-                q.read_job
-            ));
-            Ok(())
+    ctx.figures.extend(outcome.jobs.iter().cloned().map(|mut j| {
+        if let Some(label) = label {
+            j.job = format!("{}[{label}]", j.job);
         }
-        _ => Ok(()),
-    }
+        j
+    }));
+    verdict(ctx, &work, &outcome)?;
+    Ok(outcome)
 }
 
-/// The read-QoS claim a `qos` judgement uses, with its citation: the one named, or the
-/// first; `None` without claims.
-fn qos_claim(
-    ctx: &CaseContext<'_>,
-    q: &QosJudgement,
-) -> StepResult<Option<(String, crate::claims::Claimed<crate::claims::ReadQos>)>> {
+/// A read-QoS promise a `qos` judgement measures.
+struct QosPromise {
+    /// Its key in the run's claims summary, `read_qos[N]`.
+    key: String,
+    /// Its name, or its key when it has none: what its figures are labelled with.
+    label: String,
+    /// The claim cited ([`crate::claims::Claims::cite_read_qos`]).
+    cite: String,
+    claim: crate::claims::Claimed<crate::claims::ReadQos>,
+}
+
+/// A promise's breach: the claim cited and what was measured.
+struct QosBreach {
+    cite: String,
+    sent: String,
+    observed: String,
+    expected: String,
+}
+
+/// The read-QoS promises a `qos` judgement measures: the one named, or every one, in
+/// file order; none without claims.
+fn qos_claims(ctx: &CaseContext<'_>, q: &QosJudgement) -> StepResult<Vec<QosPromise>> {
     let Some(claims) = ctx.claims.as_ref() else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
-    let found = match &q.claim {
-        Some(name) => claims.read_qos.iter().find(|c| c.value.name.as_deref() == Some(name.as_str())),
-        None => claims.read_qos.first(),
+    let promise = |(i, c): (usize, &crate::claims::Claimed<crate::claims::ReadQos>)| QosPromise {
+        key: format!("read_qos[{i}]"),
+        label: c.value.name.clone().unwrap_or_else(|| format!("read_qos[{i}]")),
+        cite: claims.cite_read_qos(c),
+        claim: c.clone(),
     };
-    match (found, &q.claim) {
-        (Some(c), _) => Ok(Some((claims.cite_read_qos(c), c.clone()))),
-        (None, Some(name)) => {
-            Err(StepError::Error(format!("qos names read_qos claim `{name}`, which {} does not have", claims.origin)))
-        }
-        (None, None) => Ok(None),
+    match &q.claim {
+        None => Ok(claims.read_qos.iter().enumerate().map(promise).collect()),
+        Some(name) => match claims.read_qos.iter().enumerate().find(|(_, c)| c.value.name.as_deref() == Some(name)) {
+            Some(found) => Ok(vec![promise(found)]),
+            None => Err(StepError::Error(format!(
+                "qos names read_qos claim `{name}`, which {} does not have",
+                claims.origin
+            ))),
+        },
     }
 }
 
@@ -125,14 +183,15 @@ fn apply_claim(
     Ok(())
 }
 
-/// The claim's percentile of the read job's latency against its bound.
+/// The promise's percentile of the read job's latency against its bound, recorded for
+/// the run's claims summary; the breach, if it is one.
 fn judge_claim(
     ctx: &mut CaseContext<'_>,
     q: &QosJudgement,
     outcome: &Outcome,
-    cite: &str,
-    c: &crate::claims::ReadQos,
-) -> StepResult {
+    p: &QosPromise,
+) -> StepResult<Option<QosBreach>> {
+    let c = &p.claim.value;
     let read = outcome.jobs.iter().find(|j| j.job == q.read_job).and_then(|j| j.op(crate::load::Op::Read));
     let Some(read) = read.filter(|r| r.latency.samples > 0) else {
         return Err(StepError::Error(format!("qos: job `{}` completed no counted reads to judge", q.read_job)));
@@ -140,27 +199,55 @@ fn judge_claim(
     let at = read.latency_at(c.percentile);
     let bound = c.latency.as_nanos() as u64;
     let shown = |ns: u64| format!("{:.2} µs", ns as f64 / 1000.0);
-    let line = format!(
+    ctx.log.push(format!(
         "qos: p{} of {} reads = {} (bound {}), at {:.0} read IOPS",
         c.percentile,
         read.latency.samples,
         shown(at),
         shown(bound),
         read.iops
+    ));
+    let observed = format!(
+        "p{} read latency {} over {} samples at {:.0} read IOPS",
+        c.percentile,
+        shown(at),
+        read.latency.samples,
+        read.iops
     );
-    ctx.log.push(line.clone());
-    if at > bound {
-        return Err(StepError::Fail(crate::verdict::Failure {
-            rule: crate::verdict::Rule {
-                section: format!("claim {cite}"),
-                text: "the drive's datasheet read-QoS promise (a claim, not a rule of the specification)".into(),
-            },
-            sent: format!("the workload of the claim: {}", c.describe()),
-            observed: format!("p{} read latency {} over {} samples", c.percentile, shown(at), read.latency.samples),
-            expected: format!("p{} read latency at most {}", c.percentile, shown(bound)),
-        }));
+    if at <= bound {
+        ctx.claim_judgements.push(crate::claims::ClaimJudgement::met(&p.key, observed));
+        return Ok(None);
     }
-    Ok(())
+    ctx.claim_judgements.push(crate::claims::ClaimJudgement::breached(&p.key, observed.clone()));
+    Ok(Some(QosBreach {
+        cite: p.cite.clone(),
+        sent: format!("the workload of the claim: {}", c.describe()),
+        observed,
+        expected: format!("p{} read latency at most {}", c.percentile, shown(bound)),
+    }))
+}
+
+/// The failure of every breached read-QoS promise, each cited and numbered.
+fn breaches_failure(breaches: &[QosBreach]) -> Failure {
+    let text = match breaches.len() {
+        1 => "the drive's datasheet read-QoS promise (a claim, not a rule of the specification)".to_string(),
+        n => format!(
+            "the drive's datasheet read-QoS promises, {n} of them breached (claims, not rules of the specification)"
+        ),
+    };
+    let each = |f: &dyn Fn(&QosBreach) -> String| match breaches {
+        [one] => f(one),
+        many => many.iter().enumerate().map(|(i, b)| format!("{}. {}", i + 1, f(b))).collect::<Vec<_>>().join("; "),
+    };
+    Failure {
+        rule: crate::verdict::Rule {
+            section: format!("claim {}", breaches.iter().map(|b| b.cite.as_str()).collect::<Vec<_>>().join("; claim ")),
+            text,
+        },
+        sent: each(&|b| b.sent.clone()),
+        observed: each(&|b| b.observed.clone()),
+        expected: each(&|b| b.expected.clone()),
+    }
 }
 
 /// What the engine's result means for the case: the outcome, or the skip (no queued
