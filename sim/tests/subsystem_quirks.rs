@@ -106,7 +106,7 @@ fn every_quirk_has_a_test_here() {
     // torn-read-under-write needs a read executed while a write is in flight (the
     // simulated clock, two queues): runner/tests/quirk_twins.rs (WARNS) runs it under the
     // workload engine.
-    assert_eq!(Quirk::ALL.len(), 128);
+    assert_eq!(Quirk::ALL.len(), 129);
 }
 
 // ---------------------------------------------------------------------------------------
