@@ -374,6 +374,15 @@ fn run_suites(args: RunArgs) -> i32 {
         tell!("error: {message}");
         return EXIT_USAGE;
     }
+    for (path, what) in [(&args.junit, "JUnit report"), (&args.json, "JSON record")] {
+        if path.as_deref() == Some(std::path::Path::new("-")) && !args.list {
+            // The report is standard output's: the console goes to standard error.
+            if let Err(e) = crate::report::output::console_to_stderr() {
+                tell!("error: cannot send the {what} to standard output: {e}");
+                return EXIT_USAGE;
+            }
+        }
+    }
     let mut targets = args.targets();
     // A qemu-linux target runs nvtest inside a Linux guest (crate::targets::guest): the guest's
     // nvtest does the work, this one boots it and brings the results back.
@@ -404,15 +413,6 @@ fn run_suites(args: RunArgs) -> i32 {
                  built-in simulated drive"
             );
             return EXIT_USAGE;
-        }
-    }
-    for (path, what) in [(&args.junit, "JUnit report"), (&args.json, "JSON record")] {
-        if path.as_deref() == Some(std::path::Path::new("-")) && !args.list {
-            // The report is standard output's: the console goes to standard error.
-            if let Err(e) = crate::report::output::console_to_stderr() {
-                tell!("error: cannot send the {what} to standard output: {e}");
-                return EXIT_USAGE;
-            }
         }
     }
     if default_target {
@@ -574,6 +574,13 @@ fn run_in_guest(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
             }
             _ => EXIT_OK,
         };
+    }
+    // The report paths are judged before the guest boots, as before any target opens.
+    for (path, what) in [(&args.junit, "JUnit report"), (&args.json, "JSON record")] {
+        if let Some(Err(e)) = path.as_deref().map(|p| crate::report::output::check_writable(p, what)) {
+            tell!("error: {e}");
+            return EXIT_USAGE;
+        }
     }
     let request = match guest_request(args, suites) {
         Ok(r) => r,

@@ -1183,8 +1183,8 @@ pub fn execute(request: &GuestRequest) -> Result<GuestOutcome, GuestError> {
         [(&outcome.junit, &request.junit, "JUnit report"), (&outcome.json, &request.json, "JSON record")]
     {
         match (text, path) {
-            (Some(text), Some(path)) => write_file(path, text.as_bytes())
-                .map_err(|e| error(format!("cannot write the {what} {}: {e}", path.display())))?,
+            // As the host's own reports: a device or FIFO in place, a regular file atomically.
+            (Some(text), Some(path)) => crate::report::output::write(path, what, text.as_bytes()).map_err(error)?,
             (None, Some(_)) if exit_status != EXIT_USAGE => {
                 return Err(error(format!("{label}: nvtest in the guest wrote no {what}")))
             }
@@ -1261,23 +1261,6 @@ fn wait_exit(child: &mut Child, bound: Duration) -> Option<ExitStatus> {
             _ => return None,
         }
     }
-}
-
-/// Writes a file through a temporary one beside it and a rename.
-fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "junit.xml".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 /// Standard base64 (RFC 4648, with padding), as busybox writes it; whitespace ignored,
