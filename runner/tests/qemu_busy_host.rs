@@ -65,6 +65,11 @@ fn run(suites: &[&str], target: &str) -> (BTreeMap<String, String>, BTreeMap<Str
         // The rule of a failure or warning; a skip's or error's reason goes to the log
         // (a skip for a slow host carries its figures, which differ run to run).
         let section = case["failure"]["section"].as_str().unwrap_or("");
+        // An advisory case's warning is its pass: round robin shares on QEMU, whose
+        // queues host threads serve, move with the load (both count as ok).
+        let advisory = case["rule"].as_str().is_some_and(|r| r.contains("— advisory:"));
+        let verdict = if advisory && verdict == "warning" { "pass" } else { verdict };
+        let section = if verdict == "pass" { "" } else { section };
         verdicts.insert(name.clone(), format!("{verdict} {section}").trim_end().to_string());
         let mut log: Vec<String> =
             case["log"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_string()).collect();
