@@ -92,6 +92,7 @@ fn preserve_skips_destructive_cases_with_the_reason_and_runs_the_rest() {
         "--filter",
         "controller",
         "--preserve",
+        "sim",
     ]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
@@ -106,7 +107,7 @@ fn preserve_skips_destructive_cases_with_the_reason_and_runs_the_rest() {
 
 #[test]
 fn destructive_suites_run_on_the_simulated_drive_without_opt_in() {
-    let out = nvtest(&["--suite", "namespaces", "--filter", "namespaces::identify-controller", "--exact"]);
+    let out = nvtest(&["--suite", "namespaces", "--filter", "namespaces::identify-controller", "--exact", "sim"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("namespaces::identify-controller ... ok"), "{stdout}");
@@ -122,6 +123,7 @@ fn a_confirmed_serial_that_is_not_the_drives_refuses_destructive_cases() {
         "--exact",
         "--confirm-serial",
         "NOT-THIS-DRIVE",
+        "sim",
     ]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
