@@ -375,6 +375,17 @@ pub fn smart_power_counters() -> Rule {
     )
 }
 
+/// The SMART / Health log's traffic counters against the host's own traffic.
+pub fn smart_host_traffic() -> Rule {
+    rule(
+        "NVMe 1.4 §5.14.1.2 SMART / Health Information (Log Identifier 02h): Data Units Read, Data Units Written, \
+         Host Read Commands, Host Write Commands",
+        "Data Units Read / Written count the user data read (Compare and Read) and written (Write) in thousands of \
+         512-byte units, rounded up, metadata excluded and converted from other LBA sizes; Host Read Commands counts \
+         the Read and Compare commands completed, Host Write Commands the Write commands completed",
+    )
+}
+
 /// Power-fail rule (f): CSTS.RDY within CAP.TO.
 pub fn ready_within_cap_to() -> Rule {
     rule(

@@ -71,6 +71,11 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("namespaces", "new-namespace-unwritten", "create-keeps-old-media", "§6.7.1.1"),
     ("namespaces", "new-namespace-unwritten", "deleted-namespace-stays-allocated", "(CNS 02h, CNS 10h)"),
     ("namespaces", "utilization-follows-writes", "nuse-not-updated", "NUSE"),
+    // Each SMART counter the case's traffic moves, each broken alone.
+    ("namespaces", "smart-counts-host-traffic", "data-units-read-in-blocks", "Data Units Read, Data Units Written"),
+    ("namespaces", "smart-counts-host-traffic", "data-units-written-in-blocks", "Data Units Read, Data Units Written"),
+    ("namespaces", "smart-counts-host-traffic", "host-reads-omit-compare", "Host Read Commands, Host Write Commands"),
+    ("namespaces", "smart-counts-host-traffic", "host-writes-omit-fua", "Host Read Commands, Host Write Commands"),
     ("trim", "write-zeroes", "write-zeroes-not-implemented", "ONCS bit 3"),
     ("namespaces", "flush-keeps-data", "flush-rejected", "§6.8 Flush command"),
     ("namespaces", "changed-namespace-list", "identify-zero-after-attach", "CNS 00h"),
@@ -129,6 +134,26 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     // The last blocks of a namespace: caught only because the case writes and judges them.
     ("erase", "sanitize-block-erase", "erase-spares-last-blocks", "§8.15 Sanitize Operations and §5.24"),
     ("erase", "format-user-data-erase", "erase-spares-last-blocks", "Figure 273 (SES 001b User Data Erase)"),
+    // A band inside the namespace: caught only because the case writes 16 extents across it.
+    ("erase", "sanitize-block-erase", "erase-spares-interior-band", "§8.15 Sanitize Operations and §5.24"),
+    ("erase", "format-user-data-erase", "erase-spares-interior-band", "Figure 273 (SES 001b User Data Erase)"),
+    // Every restricted command the controller supports, each admitted alone by its quirk.
+    ("erase", "sanitize-restrictions", "sanitize-admits-compare", "restrictions while a sanitize operation"),
+    (
+        "erase",
+        "sanitize-restrictions",
+        "sanitize-admits-write-uncorrectable",
+        "restrictions while a sanitize operation",
+    ),
+    ("erase", "sanitize-restrictions", "sanitize-admits-write-zeroes", "restrictions while a sanitize operation"),
+    ("erase", "sanitize-restrictions", "sanitize-admits-dataset-management", "restrictions while a sanitize operation"),
+    ("erase", "sanitize-restrictions", "sanitize-admits-firmware-download", "restrictions while a sanitize operation"),
+    (
+        "erase",
+        "sanitize-restrictions",
+        "sanitize-admits-namespace-attachment",
+        "restrictions while a sanitize operation",
+    ),
     ("erase", "sanitize-block-erase", "global-data-erased-never-set", "Sanitize Status (Log Identifier 81h)"),
     ("erase", "sanitize-overwrite", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
     ("erase", "overwrite-no-deallocate", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
@@ -160,6 +185,9 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("firmware", "replace-only", "replace-activates", "(Commit Action) and Figure 247 FR"),
     ("firmware", "commit-errors", "bad-image-accepted", "Figure 175"),
     ("firmware", "commit-errors", "read-only-slot-writable", "Figure 175"),
+    // The read-only slot with each commit action that replaces an image.
+    ("firmware", "commit-errors", "read-only-slot-replaced-at-reset", "Figure 175"),
+    ("firmware", "commit-errors", "read-only-slot-replaced-now", "Figure 175"),
     ("firmware", "commit-errors", "refused-commit-changes-slot", "§5.14.1.3 Firmware Slot Information"),
     ("dual-port", "identity", "cntlid-duplicate", "(CNTLID)"),
     ("dual-port", "identity", "cmic-single-controller", "(CMIC bit 1)"),

@@ -332,3 +332,46 @@ fn failure_mode_quirks_break_their_rules() {
     ok(exit_failure_mode(&mut sub, &mut host));
     assert!(host.read(&mut sub, 1, 0, 1, BLOCK).0.status.same_code(&Status::SANITIZE_FAILED));
 }
+
+/// Each `sanitize-admits-*` quirk lets its one command run during the operation; the
+/// others stay refused with Sanitize In Progress.
+#[test]
+fn each_admits_quirk_lets_only_its_command_through() {
+    let ranges = nvm::DsmRange::encode_list(&[nvm::DsmRange::new(0, 1)]);
+    let dsm = nvm::dataset_management(1, 1, nvm::DsmAttributes::new().with_ad(true)).unwrap();
+    let download = nvme::spec::firmware::firmware_image_download(4096, 0).unwrap();
+    let commands: [(Quirk, bool, nvme::spec::Command); 6] = [
+        (Quirk::SanitizeAdmitsCompare, false, nvm::compare(1, 0, 0)),
+        (Quirk::SanitizeAdmitsWriteUncorrectable, false, nvm::write_uncorrectable(1, 0, 0)),
+        (Quirk::SanitizeAdmitsWriteZeroes, false, nvm::write_zeroes(1, 0, 0, false)),
+        (Quirk::SanitizeAdmitsDatasetManagement, false, dsm),
+        (Quirk::SanitizeAdmitsFirmwareDownload, true, download),
+        (Quirk::SanitizeAdmitsNamespaceAttachment, true, namespace::namespace_attach(1)),
+    ];
+    for (quirk, _, _) in &commands {
+        let (mut sub, mut host) = drive(&[*quirk]);
+        ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+        for (other, admin, cmd) in &commands {
+            host.put(&ranges);
+            let done = if *admin { host.admin(&mut sub, cmd) } else { host.io(&mut sub, cmd) };
+            let refused = done.status.same_code(&Status::SANITIZE_IN_PROGRESS);
+            assert_eq!(refused, other != quirk, "{quirk}: opcode {:#04x} got {}", cmd.opcode, done.status);
+        }
+    }
+}
+
+/// Quirk `erase-spares-interior-band`: a sanitize leaves the blocks from NSZE/4 for
+/// NSZE/16 blocks as they were; the first blocks are erased.
+#[test]
+fn quirk_erase_spares_interior_band() {
+    let (mut sub, mut host) = drive(&[Quirk::EraseSparesInteriorBand]);
+    fill(&mut sub, &mut host, 1);
+    ok(host.write(&mut sub, 1, 256, 7, &pattern(1)));
+    ok(start(&mut sub, &mut host, SanitizeAction::BlockErase, false, 0));
+    wait(&mut host, 5000);
+    assert_eq!(status_log(&mut sub, &mut host).sstat.status(), SanitizeStatus::Completed);
+    assert_ne!(read8(&mut sub, &mut host, 1), pattern(1), "the first blocks are erased");
+    let (done, band) = host.read(&mut sub, 1, 256, 7, 8 * BLOCK);
+    ok(done);
+    assert_eq!(band, pattern(1), "the band at NSZE/4 kept its data");
+}

@@ -242,6 +242,18 @@ fn commit_quirks_break_their_rules() {
     status(host.admin(&mut sub, &firmware_commit(1, CommitAction::Replace)), Status::SUCCESS);
     assert_eq!(slot_log(&mut sub, &mut host).revision(1).unwrap().text, "NVT14B05");
 
+    // The protection lost for one replacing action only: 000b is still refused.
+    for (quirk, action) in [
+        (Quirk::ReadOnlySlotReplacedAtReset, CommitAction::ReplaceAndActivateAtReset),
+        (Quirk::ReadOnlySlotReplacedNow, CommitAction::ReplaceAndActivateNow),
+    ] {
+        let (mut sub, mut host) = quirked(quirk);
+        download(&mut sub, &mut host, &fw_image::build("NVT14B06", 4096));
+        status(host.admin(&mut sub, &firmware_commit(1, CommitAction::Replace)), Status::INVALID_FIRMWARE_SLOT);
+        status(host.admin(&mut sub, &firmware_commit(1, action)), Status::SUCCESS);
+        assert_eq!(slot_log(&mut sub, &mut host).revision(1).unwrap().text, "NVT14B06", "{quirk}");
+    }
+
     let (mut sub, mut host) = quirked(Quirk::RefusedCommitChangesSlot);
     download(&mut sub, &mut host, &corrupt);
     status(host.admin(&mut sub, &firmware_commit(2, CommitAction::Replace)), Status::INVALID_FIRMWARE_IMAGE);

@@ -106,7 +106,11 @@ fn every_quirk_has_a_test_here() {
     // torn-read-under-write needs a read executed while a write is in flight (the
     // simulated clock, two queues): runner/tests/quirk_twins.rs (WARNS) runs it under the
     // workload engine.
-    assert_eq!(Quirk::ALL.len(), 129);
+    // The six sanitize-admits-* and erase-spares-interior-band are in subsystem_erase.rs,
+    // read-only-slot-replaced-at-reset and -now in subsystem_firmware.rs, the four SMART
+    // traffic counters (data-units-read-in-blocks, data-units-written-in-blocks,
+    // host-reads-omit-compare, host-writes-omit-fua) below.
+    assert_eq!(Quirk::ALL.len(), 142);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -683,4 +687,56 @@ fn namespace_management_not_implemented_advertises_what_it_does_not_do() {
     assert_eq!(sub.allocated_nsids(), [1, 2, 3], "nothing deleted");
     let (mut sub, mut host) = clean();
     assert_status(host.delete_namespace(&mut sub, 0xFFFF_FFFF), Status::SUCCESS);
+}
+
+/// The SMART / Health traffic counters (§5.14.1.2) and the four quirks that each break
+/// one: Data Units in 512-byte units whatever the LBA size, Compare among the reads,
+/// FUA writes among the writes.
+#[test]
+fn smart_traffic_counter_quirks_break_one_counter_each() {
+    use nvme::spec::log::SmartHealthLog;
+    let counters = |quirk: Option<Quirk>| {
+        let mut p = Profile::builtin("enterprise-1.4").unwrap();
+        p.capacity_bytes = 64 << 20;
+        p.namespaces = vec![nvme_sim::profile::InitialNamespace {
+            lbads: 4096,
+            ms: 0,
+            extended: false,
+            blocks: 1024,
+            attached: true,
+        }];
+        if let Some(q) = quirk {
+            p = p.with_quirk(q);
+        }
+        let mut sub = Subsystem::new(p).unwrap();
+        let mut host = TestHost::new(1);
+        let data = vec![0x5Au8; 8 * 4096];
+        for lba in (0..1000u64).step_by(8) {
+            assert_status(host.write(&mut sub, 1, lba, 7, &data), Status::SUCCESS);
+        }
+        host.put(&data);
+        assert_status(host.io(&mut sub, &nvm::write(1, 0, 7, true)), Status::SUCCESS);
+        for lba in (0..1000u64).step_by(8) {
+            assert_status(host.read(&mut sub, 1, lba, 7, 8 * 4096).0, Status::SUCCESS);
+        }
+        host.put(&data);
+        assert_status(host.io(&mut sub, &nvm::compare(1, 0, 7)), Status::SUCCESS);
+        let (done, bytes) = host.log_page(&mut sub, LogPageId::SmartHealth as u8, 0xFFFF_FFFF, 512, false);
+        assert_status(done, Status::SUCCESS);
+        let log = SmartHealthLog::read_from_bytes(&bytes).unwrap();
+        (
+            log.host_write_commands.get(),
+            log.host_read_commands.get(),
+            log.data_units_written.get(),
+            log.data_units_read.get(),
+        )
+    };
+    // 125 writes of 8 blocks of 4096 bytes and one more with FUA: 1008 blocks, 8064
+    // units of 512 bytes, 9 thousands rounded up (2 counted in blocks); as many reads,
+    // the last a Compare.
+    assert_eq!(counters(None), (126, 126, 9, 9));
+    assert_eq!(counters(Some(Quirk::HostWritesOmitFua)), (125, 126, 9, 9));
+    assert_eq!(counters(Some(Quirk::HostReadsOmitCompare)), (126, 125, 9, 9));
+    assert_eq!(counters(Some(Quirk::DataUnitsWrittenInBlocks)), (126, 126, 2, 9));
+    assert_eq!(counters(Some(Quirk::DataUnitsReadInBlocks)), (126, 126, 9, 2));
 }

@@ -33,6 +33,7 @@ pub fn run(ctx: &mut CaseContext<'_>, name: CheckName) -> StepResult {
         CheckName::AnaGroups => super::ana::ana_groups(ctx),
         CheckName::AttachmentsPersist => attachments_persist(ctx),
         CheckName::NamespaceUtilization => namespace_utilization(ctx),
+        CheckName::SmartCountsHostTraffic => super::smart::counts_host_traffic(ctx),
         CheckName::ArbitrationSelectable => super::arbitration::run(ctx, super::arbitration::Check::Selectable),
         CheckName::ArbitrationFeature => super::arbitration::run(ctx, super::arbitration::Check::Feature),
         CheckName::WeightedRoundRobinShares => super::arbitration::run(ctx, super::arbitration::Check::WeightedShares),

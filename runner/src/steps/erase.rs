@@ -18,6 +18,7 @@
 //! polling interval, is a figure of the case.
 
 use nvme::device::Data;
+use nvme::spec::firmware::firmware_image_download;
 use nvme::spec::identify::{Cns, DeallocatedRead};
 use nvme::spec::log::{get_log_page, LogPageId};
 use nvme::spec::namespace::{format_nvm, SecureErase};
@@ -554,23 +555,79 @@ fn estimate(log: &SanitizeStatusLog, action: SanitizeAction, no_deallocate: bool
     (field != TIME_NOT_REPORTED && field != 0).then_some(field as u64)
 }
 
-/// While the operation runs: Read and Write to a namespace of the set and Format NVM
-/// must be refused with Sanitize In Progress; Identify must run.
+/// While the operation runs, every command §8.15 restricts that the controller supports
+/// is sent once and must be refused with Sanitize In Progress: the I/O commands that
+/// touch user data (Read, Write, and as ONCS advertises them Compare, Write
+/// Uncorrectable, Write Zeroes, Dataset Management; not yet Verify, which the simulated
+/// drive lacks to prove the probe on) and the admin commands that
+/// change what the namespaces hold (Format NVM; as OACS advertises them Firmware Image
+/// Download and Namespace Attachment). Each is harmless should the drive run it (one
+/// block, an image never committed, a namespace already attached). Identify must run.
 fn probe_restrictions(ctx: &mut CaseContext<'_>, sanitize: &str) -> StepResult {
     let nsid = ctx.set.first().map(|e| e.nsid).ok_or_else(|| StepError::Error("no namespace in the set".into()))?;
     let size = ctx.set[0].block_size.max(512) as usize;
+    let (oncs, oacs) = (ctx.facts.identify.oncs, ctx.facts.identify.oacs);
+    let mut probed = Vec::new();
     let mut buf = vec![0u8; size];
-    let read = format!("Read NSID {nsid} SLBA 0 NLB 0, during the sanitize");
-    let c = ctx.io(&read, nvm::read(nsid, 0, 0), Data::FromDevice(&mut buf))?;
-    refused(ctx, sanitize, &read, c.status())?;
-    let write = format!("Write NSID {nsid} SLBA 0 NLB 0, during the sanitize");
+    let what = format!("Read NSID {nsid} SLBA 0 NLB 0, during the sanitize");
+    let c = ctx.io(&what, nvm::read(nsid, 0, 0), Data::FromDevice(&mut buf))?;
+    refused(ctx, sanitize, &what, c.status())?;
+    probed.push("Read");
     let junk = vec![0xA5u8; size];
-    let c = ctx.io(&write, nvm::write(nsid, 0, 0, false), Data::ToDevice(&junk))?;
-    refused(ctx, sanitize, &write, c.status())?;
+    let what = format!("Write NSID {nsid} SLBA 0 NLB 0, during the sanitize");
+    let c = ctx.io(&what, nvm::write(nsid, 0, 0, false), Data::ToDevice(&junk))?;
+    refused(ctx, sanitize, &what, c.status())?;
+    probed.push("Write");
+    if oncs.compare() {
+        let what = format!("Compare NSID {nsid} SLBA 0 NLB 0, during the sanitize");
+        let c = ctx.io(&what, nvm::compare(nsid, 0, 0), Data::ToDevice(&junk))?;
+        refused(ctx, sanitize, &what, c.status())?;
+        probed.push("Compare");
+    }
+    if oncs.write_uncorrectable() {
+        let what = format!("Write Uncorrectable NSID {nsid} SLBA 0 NLB 0, during the sanitize");
+        let c = ctx.io(&what, nvm::write_uncorrectable(nsid, 0, 0), Data::None)?;
+        refused(ctx, sanitize, &what, c.status())?;
+        probed.push("Write Uncorrectable");
+    }
+    if oncs.write_zeroes() {
+        let what = format!("Write Zeroes NSID {nsid} SLBA 0 NLB 0, during the sanitize");
+        let c = ctx.io(&what, nvm::write_zeroes(nsid, 0, 0, false), Data::None)?;
+        refused(ctx, sanitize, &what, c.status())?;
+        probed.push("Write Zeroes");
+    }
+    if oncs.dataset_management() {
+        let what = format!("Dataset Management AD NSID {nsid} range 0+1, during the sanitize");
+        let cmd = nvm::dataset_management(nsid, 1, nvm::DsmAttributes::new().with_ad(true))
+            .map_err(|e| StepError::Error(e.to_string()))?;
+        let ranges = nvm::DsmRange::encode_list(&[nvm::DsmRange::new(0, 1)]);
+        let c = ctx.io(&what, cmd, Data::ToDevice(&ranges))?;
+        refused(ctx, sanitize, &what, c.status())?;
+        probed.push("Dataset Management");
+    }
     let settings = format_settings(&namespaces::identify_namespace(ctx, nsid)?);
-    let format = format!("Format NVM NSID {nsid} SES 000b, during the sanitize");
-    let c = ctx.admin(&format, format_nvm(nsid, settings), Data::None)?;
-    refused(ctx, sanitize, &format, c.status())?;
+    let what = format!("Format NVM NSID {nsid} SES 000b, during the sanitize");
+    let c = ctx.admin(&what, format_nvm(nsid, settings), Data::None)?;
+    refused(ctx, sanitize, &what, c.status())?;
+    probed.push("Format NVM");
+    if oacs.firmware() {
+        let chunk = [0u8; 4096];
+        let what = "Firmware Image Download of 4096 bytes at offset 0, during the sanitize";
+        let cmd = firmware_image_download(4096, 0).ok_or_else(|| StepError::Error("firmware download".into()))?;
+        let c = ctx.admin(what, cmd, Data::ToDevice(&chunk))?;
+        refused(ctx, sanitize, what, c.status())?;
+        probed.push("Firmware Image Download");
+    }
+    if oacs.namespace_management() {
+        let cntlid = ctx.facts.cntlid;
+        let what = format!(
+            "Namespace Attachment attach NSID {nsid} (attached already) to CNTLID {cntlid}, during the sanitize"
+        );
+        let c = namespaces::send_attachment_to(ctx, &what, nsid, true, &[cntlid])?;
+        refused(ctx, sanitize, &what, c.status())?;
+        probed.push("Namespace Attachment");
+    }
+    ctx.log.push(format!("refused with Sanitize In Progress: {}", probed.join(", ")));
     let mut id = [0u8; 4096];
     let what = "Identify CNS 01h (Identify Controller), during the sanitize";
     let c = ctx.admin(what, nvme::spec::identify::identify(Cns::Controller, 0, 0), Data::FromDevice(&mut id))?;

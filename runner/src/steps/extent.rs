@@ -62,6 +62,8 @@ fn extent(lba: &Lba, count: u64) -> u64 {
     match lba {
         Lba::At(p) => value(p).map_or(0, |first| first.saturating_add(count)),
         Lba::FromEnd { from_end } => *from_end,
+        // k extents of `count` blocks, one every NSZE / (k + 1).
+        Lba::Spread { spread } => count.saturating_mul(spread.saturating_add(1)),
         Lba::Named(LbaName::Middle) => count.saturating_mul(2),
         Lba::Named(LbaName::Last | LbaName::End) => 1,
     }

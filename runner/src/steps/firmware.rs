@@ -508,21 +508,37 @@ pub fn firmware_errors(ctx: &mut CaseContext<'_>) -> StepResult {
                 fw_image::build(&test_revision(ctx.seed, &taken), 16 * 1024)
             }
         };
-        download(ctx, &image)?;
-        let what = "Firmware Commit FS 1 CA 000b (slot 1, read-only: FRMW bit 0)";
-        let c = ctx.admin(what, firmware_commit(1, CommitAction::Replace), Data::None)?;
-        let status = c.status();
-        if status.same_code(&Status::INVALID_FIRMWARE_IMAGE) {
-            ctx.log.push("slot 1 read-only not judged: the drive refused the image before looking at the slot".into());
-        } else if !status.same_code(&Status::INVALID_FIRMWARE_SLOT) {
-            return Err(ctx.fail_rule(
-                rules::firmware_commit_statuses(),
-                what,
-                status.to_string(),
-                "Invalid Firmware Slot (or Invalid Firmware Image, had the drive judged the image first)",
-            ));
-        } else {
-            checked.push("slot 1, read-only (FRMW bit 0)");
+        // Every commit action that puts an image in a slot: 000b, 001b, and 011b where
+        // FRMW bit 4 offers it (010b activates the image already there, which a
+        // read-only slot allows).
+        let mut actions = vec![CommitAction::Replace, CommitAction::ReplaceAndActivateAtReset];
+        if frmw.activation_without_reset() {
+            actions.push(CommitAction::ReplaceAndActivateNow);
+        }
+        for action in actions {
+            download(ctx, &image)?;
+            let what = format!("Firmware Commit FS 1 CA {:03b}b (slot 1, read-only: FRMW bit 0)", action.into_bits());
+            let c = ctx.admin(&what, firmware_commit(1, action), Data::None)?;
+            let status = c.status();
+            if status.same_code(&Status::INVALID_FIRMWARE_IMAGE) {
+                ctx.log.push(format!(
+                    "slot 1 read-only not judged with CA {:03b}b: the drive refused the image before looking at the slot",
+                    action.into_bits()
+                ));
+            } else if !status.same_code(&Status::INVALID_FIRMWARE_SLOT) {
+                return Err(ctx.fail_rule(
+                    rules::firmware_commit_statuses(),
+                    what,
+                    status.to_string(),
+                    "Invalid Firmware Slot (or Invalid Firmware Image, had the drive judged the image first)",
+                ));
+            } else {
+                checked.push(match action {
+                    CommitAction::Replace => "slot 1, read-only (FRMW bit 0), CA 000b",
+                    CommitAction::ReplaceAndActivateAtReset => "slot 1, read-only (FRMW bit 0), CA 001b",
+                    _ => "slot 1, read-only (FRMW bit 0), CA 011b",
+                });
+            }
         }
     }
     ctx.log.push(format!("checked: {}", checked.join("; ")));

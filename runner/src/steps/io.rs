@@ -35,39 +35,46 @@ pub fn write(
         members.reverse();
     }
     for i in members {
-        let (nsid, nsze, _) = member(ctx, i)?;
-        let first = resolve::lba(lba, nsze)?;
+        let (_, nsze, _) = member(ctx, i)?;
         let count = resolve::blocks(blocks, nsze)?;
-        if first.checked_add(count).is_none_or(|end| end > nsze) {
-            return Err(StepError::Error(format!(
-                "write of {count} blocks at LBA {first:#x} does not fit NSID {nsid} (NSZE {nsze:#x}); fix the suite"
-            )));
+        for first in resolve::write_extents(lba, nsze, count)? {
+            write_extent(ctx, i, first, count, fua)?;
         }
-        let generation = ctx.map.next_generation();
-        let layout = layout(ctx, i)?;
-        let per_cmd = blocks_per_command(ctx, layout.per_block_in_buffer());
-        let mut lba = first;
-        while lba < first + count {
-            let n = per_cmd.min(first + count - lba);
-            let (buf, md) = tagged(&layout, nsid, lba, n, generation, ctx.seed)?;
-            let what =
-                format!("Write NSID {nsid} SLBA {lba:#x} NLB {} (generation {generation}{})", n - 1, fua_text(fua));
-            let cmd = nvm::write(nsid, lba, (n - 1) as u16, fua);
-            let c = ctx.io_with_metadata(&what, cmd, Data::ToDevice(&buf), outgoing(&md))?;
-            if !c.status().is_success() {
-                ctx.map.forget(nsid, lba, n);
-                // The write is the case's means, not (necessarily) what it tests: the
-                // rule it breaks is the one of I/O inside the namespace.
-                return Err(ctx.fail_rule(
-                    rules::io_within_namespace(),
-                    what,
-                    c.status().to_string(),
-                    "Successful Completion (a write inside the namespace, within MDTS)",
-                ));
-            }
-            ctx.map.record_write(nsid, lba, n, generation, ctx.seed);
-            lba += n;
+    }
+    Ok(())
+}
+
+/// One extent of a `write`: `count` tagged blocks from `first` on member `i`.
+fn write_extent(ctx: &mut CaseContext<'_>, i: usize, first: u64, count: u64, fua: bool) -> StepResult {
+    let (nsid, nsze, _) = member(ctx, i)?;
+    if first.checked_add(count).is_none_or(|end| end > nsze) {
+        return Err(StepError::Error(format!(
+            "write of {count} blocks at LBA {first:#x} does not fit NSID {nsid} (NSZE {nsze:#x}); fix the suite"
+        )));
+    }
+    let generation = ctx.map.next_generation();
+    let layout = layout(ctx, i)?;
+    let per_cmd = blocks_per_command(ctx, layout.per_block_in_buffer());
+    let mut lba = first;
+    while lba < first + count {
+        let n = per_cmd.min(first + count - lba);
+        let (buf, md) = tagged(&layout, nsid, lba, n, generation, ctx.seed)?;
+        let what = format!("Write NSID {nsid} SLBA {lba:#x} NLB {} (generation {generation}{})", n - 1, fua_text(fua));
+        let cmd = nvm::write(nsid, lba, (n - 1) as u16, fua);
+        let c = ctx.io_with_metadata(&what, cmd, Data::ToDevice(&buf), outgoing(&md))?;
+        if !c.status().is_success() {
+            ctx.map.forget(nsid, lba, n);
+            // The write is the case's means, not (necessarily) what it tests: the
+            // rule it breaks is the one of I/O inside the namespace.
+            return Err(ctx.fail_rule(
+                rules::io_within_namespace(),
+                what,
+                c.status().to_string(),
+                "Successful Completion (a write inside the namespace, within MDTS)",
+            ));
         }
+        ctx.map.record_write(nsid, lba, n, generation, ctx.seed);
+        lba += n;
     }
     Ok(())
 }
@@ -705,7 +712,7 @@ pub fn compare(ctx: &mut CaseContext<'_>, ns: &NsRef, lba: &Lba, blocks: &Param<
 /// How member `i`'s blocks travel. A namespace formatted with end-to-end protection is
 /// skipped: nvtest does not generate protection information, which the controller checks
 /// on every write (NVMe 1.4 §8.3, End-to-end Data Protection).
-fn layout(ctx: &CaseContext<'_>, i: usize) -> StepResult<Layout> {
+pub(super) fn layout(ctx: &CaseContext<'_>, i: usize) -> StepResult<Layout> {
     let e = &ctx.set[i];
     if e.protection != 0 {
         return Err(StepError::Skip(format!(
@@ -718,7 +725,14 @@ fn layout(ctx: &CaseContext<'_>, i: usize) -> StepResult<Layout> {
 }
 
 /// The data and metadata buffers of a tagged write of `n` blocks from `lba`.
-fn tagged(layout: &Layout, nsid: u32, lba: u64, n: u64, generation: u64, seed: u64) -> StepResult<(Vec<u8>, Vec<u8>)> {
+pub(super) fn tagged(
+    layout: &Layout,
+    nsid: u32,
+    lba: u64,
+    n: u64,
+    generation: u64,
+    seed: u64,
+) -> StepResult<(Vec<u8>, Vec<u8>)> {
     let tag = BlockTag { nsid, lba, generation, seed, block_size: block_size(layout.data)? };
     let mut data = vec![0u8; (n * layout.data) as usize];
     fill_blocks(&mut data, &tag).map_err(|e| StepError::Error(e.to_string()))?;
@@ -726,7 +740,7 @@ fn tagged(layout: &Layout, nsid: u32, lba: u64, n: u64, generation: u64, seed: u
 }
 
 /// A separate metadata buffer to send (none when it is empty).
-fn outgoing(md: &[u8]) -> Data<'_> {
+pub(super) fn outgoing(md: &[u8]) -> Data<'_> {
     if md.is_empty() {
         Data::None
     } else {
@@ -735,7 +749,7 @@ fn outgoing(md: &[u8]) -> Data<'_> {
 }
 
 /// A separate metadata buffer to receive into (none when it is empty).
-fn incoming(md: &mut [u8]) -> Data<'_> {
+pub(super) fn incoming(md: &mut [u8]) -> Data<'_> {
     if md.is_empty() {
         Data::None
     } else {

@@ -16,6 +16,8 @@
 //! - [`readback`]: after each namespace change, the lists and Identify data that must show it.
 //! - [`ports`]: the other controllers of a multi-port drive: which one the commands go
 //!   through, their identity, private namespaces; [`port_outage`]: one going down under load.
+//! - [`smart`]: the SMART / Health Information log, and its counters judged against the
+//!   host's own traffic.
 //! - [`ana`]: Asymmetric Namespace Access: the groups the log page 0Ch reports, and what
 //!   each ANA state does to the commands through one port while the other serves.
 
@@ -38,6 +40,7 @@ pub mod power_fail;
 mod readback;
 pub mod reservations;
 mod resolve;
+pub mod smart;
 pub mod workload;
 
 use nvme::device::{Data, Device, DeviceError};
@@ -231,8 +234,21 @@ impl<'a> CaseContext<'a> {
         data: Data<'_>,
         metadata: Data<'_>,
     ) -> StepResult<Completion> {
-        self.within_deadline(what)?;
         let qid = self.io_queue()?;
+        self.io_on(qid, what, cmd, data, metadata)
+    }
+
+    /// [`CaseContext::io_with_metadata`] on I/O queue `qid` (one of
+    /// [`Device::io_queues`]).
+    pub fn io_on(
+        &mut self,
+        qid: u16,
+        what: &str,
+        cmd: Command,
+        data: Data<'_>,
+        metadata: Data<'_>,
+    ) -> StepResult<Completion> {
+        self.within_deadline(what)?;
         self.last_command = Some((false, cmd.opcode));
         let result = self.target()?.io(qid, cmd, data, metadata);
         self.log_completion(what, &result);

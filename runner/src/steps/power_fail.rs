@@ -25,13 +25,14 @@ use nvme::device::{Data, DeviceError};
 use nvme::queued::{QueueSpec, QueuedIo, Transfer};
 use nvme::spec::features::{get_features, set_features, FeatureId, Select, VolatileWriteCache};
 use nvme::spec::identify::{identify, Cns, IdentifyController, IdentifyNamespace};
-use nvme::spec::log::{get_log_page, LogPageId, SmartHealthLog};
+use nvme::spec::log::SmartHealthLog;
 use nvme::spec::nvm;
 use nvme::spec::queue::QueuePriority;
 use nvme::spec::registers::{offset, Cap};
 use nvme::transport::PowerMethod;
-use zerocopy::{FromBytes, FromZeros, IntoBytes};
+use zerocopy::{FromZeros, IntoBytes};
 
+use super::smart::smart_log;
 use super::{CaseContext, StepError, StepResult};
 use crate::data::BlockSize;
 use crate::load::engine::{self, During, EngineError, Stop};
@@ -165,7 +166,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             let work = Workload { jobs: jobs.clone(), seed: cycle_seed, drain: shutdown || surprise };
             let mut map = floor.clone();
             let mut ledger = Ledger::default();
-            let smart_before = smart(ctx)?;
+            let smart_before = smart_log(ctx, "before the cut")?;
             let stop = if shutdown || surprise { Stop::AtEnd } else { Stop::At(cut_at) };
             if let Some(j) = journal.as_mut() {
                 write_floor(j.path(), &floor).map_err(StepError::Error)?;
@@ -267,7 +268,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             tally.enumerated_ns.extend(on.enumerated_ns);
             tally.media_ready_ns.push(on.since_power_on_ns + media);
             set_write_cache(ctx, &id, write_cache)?;
-            let smart_after = smart(ctx)?;
+            let smart_after = smart_log(ctx, "after power-on")?;
             if p.smart_counters && method == PowerMethod::Cut {
                 judge_counters(ctx, cycle, &smart_before, &smart_after, shutdown)?;
             }
@@ -770,16 +771,6 @@ fn survival(ctx: &mut CaseContext<'_>, id: &IdentifyController, shutdown: bool) 
         return Ok(Survival::Completed("the volatile write cache is disabled (Feature 06h WCE cleared)".into()));
     }
     Ok(Survival::Flushed)
-}
-
-fn smart(ctx: &mut CaseContext<'_>) -> StepResult<SmartHealthLog> {
-    let mut bytes = vec![0u8; 512];
-    let what = "Get Log Page SMART / Health Information (02h)";
-    let cmd = get_log_page(LogPageId::SmartHealth, 0xFFFF_FFFF, 512, 0, false)
-        .map_err(|e| StepError::Error(e.to_string()))?;
-    let c = ctx.admin(what, cmd, Data::FromDevice(&mut bytes))?;
-    ctx.require_success(what, &c)?;
-    SmartHealthLog::read_from_bytes(&bytes).map_err(|_| StepError::Error("SMART log: 512 bytes expected".into()))
 }
 
 fn judge_counters(

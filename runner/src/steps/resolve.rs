@@ -113,7 +113,26 @@ pub fn lba(l: &Lba, nsze: u64) -> StepResult<u64> {
         Lba::Named(LbaName::End) => nsze,
         Lba::Named(LbaName::Middle) => nsze / 2,
         Lba::FromEnd { from_end } => nsze.saturating_sub(*from_end),
+        Lba::Spread { .. } => {
+            return Err(StepError::Error("`lba: {spread: k}` only places a write's extents; fix the suite".into()))
+        }
     })
+}
+
+/// The first LBA of each extent of `count` blocks a write at `l` covers in a namespace
+/// of `nsze` blocks: one, or for `{spread: k}` the k extents at NSZE × i / (k + 1)
+/// (i = 1..=k), each moved back to fit and never overlapping the one before.
+pub fn write_extents(l: &Lba, nsze: u64, count: u64) -> StepResult<Vec<u64>> {
+    let Lba::Spread { spread } = l else { return Ok(vec![lba(l, nsze)?]) };
+    let mut starts: Vec<u64> = Vec::new();
+    for i in 1..=*spread {
+        let at = (nsze as u128 * i as u128 / (*spread as u128 + 1)) as u64;
+        let at = at.min(nsze.saturating_sub(count));
+        if starts.last().is_none_or(|prev| at >= prev + count) {
+            starts.push(at);
+        }
+    }
+    Ok(starts)
 }
 
 /// Resolves a block count within a namespace of `nsze` blocks (not `remaining`).

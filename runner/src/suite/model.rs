@@ -181,7 +181,10 @@ pub enum NsName {
 
 /// A logical block address in a namespace.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
-#[serde(untagged, expecting = "expected an LBA: a whole number, `$name`, one of last, end, middle, or `{from_end: k}`")]
+#[serde(
+    untagged,
+    expecting = "expected an LBA: a whole number, `$name`, one of last, end, middle, `{from_end: k}` or `{spread: k}`"
+)]
 pub enum Lba {
     At(Param<u64>),
     Named(LbaName),
@@ -189,6 +192,13 @@ pub enum Lba {
     #[schemars(extend("additionalProperties" = false))]
     FromEnd {
         from_end: u64,
+    },
+    /// `{spread: k}` (`write` only): k extents evenly spaced across the namespace, the
+    /// i-th at NSZE × i / (k + 1): a sample of its interior besides its first, middle
+    /// and last blocks.
+    #[schemars(extend("additionalProperties" = false))]
+    Spread {
+        spread: u64,
     },
 }
 
@@ -394,6 +404,10 @@ pub enum CheckName {
     /// For each namespace of the set: NUSE counts at least the blocks nvtest wrote there
     /// (and did not deallocate or zero since).
     NamespaceUtilization,
+    /// SMART / Health Host Read and Write Commands and Data Units Read and Written move
+    /// by at least the host's own traffic on the set's namespaces (writes with and without
+    /// FUA, reads, compares: [`crate::steps::smart`]).
+    SmartCountsHostTraffic,
     /// With CAP.AMS bit 0: CC.AMS = 001b (weighted round robin with urgent) is accepted
     /// at enable and reads back (round robin selected again afterwards).
     ArbitrationSelectable,

@@ -162,6 +162,21 @@ impl<'a> StepParts<'a> {
             Lba::At(p) => self.param(path, Slot::U64(p)),
             Lba::Named(_) => {}
             Lba::FromEnd { .. } => self.closed_maps.push((path, &["from_end"])),
+            Lba::Spread { .. } => self.misuses.push((
+                path,
+                "`lba: {spread: k}` places the extents of a write; this step takes one LBA: a number, `$name`, \
+                 last, end, middle or {from_end: k}"
+                    .into(),
+            )),
+        }
+    }
+
+    /// A write's LBA, which may also be `{spread: k}` (k ≥ 1).
+    fn write_lba(&mut self, path: Vec<Seg>, lba: &'a mut Lba) {
+        match lba {
+            Lba::Spread { spread: 0 } => self.misuses.push((path, "`lba: {spread: k}` needs k of at least 1".into())),
+            Lba::Spread { .. } => self.closed_maps.push((path, &["spread"])),
+            other => self.lba(path, other),
         }
     }
 
@@ -270,7 +285,7 @@ pub fn step_parts(step: &mut Step) -> StepParts<'_> {
         }
         Step::Write { ns, lba, blocks, fua: _, reverse: _ } => {
             parts.ns(at("ns"), ns, NsUse::Members);
-            parts.lba(at("lba"), lba);
+            parts.write_lba(at("lba"), lba);
             parts.blocks(at("blocks"), blocks, BlocksUse::Range);
         }
         Step::Verify { ns, lba, blocks } => {

@@ -236,8 +236,14 @@ impl Subsystem {
             }
             return Done::err(Status::INVALID_FIRMWARE_SLOT);
         }
-        // Quirk `read-only-slot-writable`: slot 1 takes images (Figure 175 broken).
-        if action.replaces() && slot == 1 && model.slot1_read_only && !self.quirks.has(Quirk::ReadOnlySlotWritable) {
+        // Quirks `read-only-slot-writable` (every action), `read-only-slot-replaced-at-reset`
+        // (CA 001b), `read-only-slot-replaced-now` (CA 011b): slot 1 takes images
+        // (Figure 175 broken).
+        let protection_lost = self.quirks.has(Quirk::ReadOnlySlotWritable)
+            || (action == CommitAction::ReplaceAndActivateAtReset
+                && self.quirks.has(Quirk::ReadOnlySlotReplacedAtReset))
+            || (action == CommitAction::ReplaceAndActivateNow && self.quirks.has(Quirk::ReadOnlySlotReplacedNow));
+        if action.replaces() && slot == 1 && model.slot1_read_only && !protection_lost {
             return Done::err(Status::INVALID_FIRMWARE_SLOT);
         }
         let revision = if action.replaces() {

@@ -222,7 +222,7 @@ impl Subsystem {
         let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         match result {
             Ok(()) => {
-                self.health.bytes_read += (nlb * ns.format.data_size as u64) as u128;
+                self.health.bytes_read += self.counted_bytes(nlb, ns.format.data_size, Quirk::DataUnitsReadInBlocks);
                 self.health.host_read_commands += 1;
                 Done::ok()
             }
@@ -266,13 +266,25 @@ impl Subsystem {
             return Done::err(s);
         }
         ns.mark_written(slba, nlb);
-        let data_bytes = nlb * ns.format.data_size as u64;
+        let data_size = ns.format.data_size;
         if self.quirks.has(Quirk::NamespaceWriteLeak) {
             self.leak_write(nsid, slba, nlb);
         }
-        self.health.bytes_written += data_bytes as u128;
-        self.health.host_write_commands += 1;
+        self.health.bytes_written += self.counted_bytes(nlb, data_size, Quirk::DataUnitsWrittenInBlocks);
+        // Quirk `host-writes-omit-fua`: a write with FUA goes uncounted (§5.14.1.2 broken).
+        if !(fua && self.quirks.has(Quirk::HostWritesOmitFua)) {
+            self.health.host_write_commands += 1;
+        }
         Done::ok()
+    }
+
+    /// The user-data bytes `nlb` blocks of `data_size` bytes add to a SMART data-unit
+    /// counter (metadata excluded); with `quirk` on, each block counts as 512 bytes
+    /// (quirks `data-units-read-in-blocks`, `data-units-written-in-blocks`: §5.14.1.2
+    /// broken for LBA sizes other than 512).
+    fn counted_bytes(&self, nlb: u64, data_size: u32, quirk: Quirk) -> u128 {
+        let per_block = if self.quirks.has(quirk) { 512 } else { data_size as u64 };
+        (nlb * per_block) as u128
     }
 
     /// Quirk `stale-read-after-write`: remembers what a write of `nlb` blocks at `slba`
@@ -447,8 +459,11 @@ impl Subsystem {
         }
         match same {
             Ok(equal) => {
-                self.health.bytes_read += (nlb * ns.format.data_size as u64) as u128;
-                self.health.host_read_commands += 1;
+                self.health.bytes_read += self.counted_bytes(nlb, ns.format.data_size, Quirk::DataUnitsReadInBlocks);
+                // Quirk `host-reads-omit-compare`: Compare is not a read here (§5.14.1.2 broken).
+                if !self.quirks.has(Quirk::HostReadsOmitCompare) {
+                    self.health.host_read_commands += 1;
+                }
                 if equal || self.quirks.has(Quirk::CompareAlwaysSucceeds) {
                     // Quirk `compare-always-succeeds`: a mismatch is not reported (§6.5 broken).
                     Done::ok()

@@ -357,11 +357,12 @@ impl Subsystem {
         };
         let keep_data = self.quirks.has(Quirk::FormatKeepsData);
         let this = self.controller.cntlid;
-        // Quirk `erase-spares-last-blocks`: a secure erase leaves the last blocks (§5.23 broken).
-        let spare_tail = ses != SecureErase::None && self.quirks.has(Quirk::EraseSparesLastBlocks);
+        // Quirks `erase-spares-last-blocks`, `erase-spares-interior-band`: a secure erase
+        // leaves blocks as they were (§5.23 broken).
+        let quirks = self.quirks.clone();
         let spared_of = |ns: &super::namespace::Namespace| {
-            if spare_tail {
-                ns.last_blocks(super::quirk::ERASE_SPARED_BLOCKS)
+            if ses != SecureErase::None {
+                super::quirk::erase_spared(&quirks, ns)
             } else {
                 Vec::new()
             }

@@ -367,8 +367,14 @@ impl Namespace {
     /// The last `count` blocks as the host reads them now (plaintext, so they survive a
     /// change of key), for quirk `erase-spares-last-blocks` to put back after an erase.
     pub fn last_blocks(&self, count: u64) -> Vec<(u64, BlockState)> {
+        self.blocks_in(self.nsze.saturating_sub(count)..self.nsze)
+    }
+
+    /// The state and data of the blocks of `lbas` inside the namespace, to put back with
+    /// [`Self::put_back`].
+    pub fn blocks_in(&self, lbas: std::ops::Range<u64>) -> Vec<(u64, BlockState)> {
         let size = self.format.data_size as u64;
-        (self.nsze.saturating_sub(count)..self.nsze)
+        (lbas.start..lbas.end.min(self.nsze))
             .map(|lba| {
                 let mut state = self.block_state(lba);
                 let mut data = vec![0u8; size as usize];

@@ -15,6 +15,21 @@ use std::fmt;
 /// How many blocks at the end of a namespace quirk `erase-spares-last-blocks` leaves.
 pub const ERASE_SPARED_BLOCKS: u64 = 64;
 
+/// The blocks of `ns` an erase leaves as they were under quirks
+/// `erase-spares-last-blocks` and `erase-spares-interior-band` (empty without them), to
+/// put back once the erase ran.
+pub fn erase_spared(quirks: &Quirks, ns: &super::namespace::Namespace) -> Vec<(u64, super::namespace::BlockState)> {
+    let mut spared = Vec::new();
+    if quirks.has(Quirk::EraseSparesLastBlocks) {
+        spared.extend(ns.last_blocks(ERASE_SPARED_BLOCKS));
+    }
+    if quirks.has(Quirk::EraseSparesInteriorBand) {
+        let start = ns.nsze / 4;
+        spared.extend(ns.blocks_in(start..start + ns.nsze / 16));
+    }
+    spared
+}
+
 /// A named deviation from NVMe 1.4 (or 1.2a). The doc comment of each variant names
 /// the rule it breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
@@ -318,12 +333,42 @@ pub enum Quirk {
     /// §8.15 (a sanitize alters all user data): only a check that reads the last blocks
     /// back sees it.
     EraseSparesLastBlocks,
+    /// A Format NVM with a Secure Erase Setting, and a sanitize operation, leave a band
+    /// inside every namespace they reach as it was: the blocks from NSZE/4 for NSZE/16
+    /// blocks (an erase unit the engine skips). Breaks §5.23 (SES: all user data erased)
+    /// and §8.15 (a sanitize alters all user data): only a check that reads blocks back
+    /// across the namespace, not just its first, middle and last ones, sees it.
+    EraseSparesInteriorBand,
     /// A sanitize operation never completes: SSTAT stays in progress (SPROG stops at FFFEh).
     /// Breaks §8.15 (the operation runs to completion or failure).
     SanitizeNeverCompletes,
     /// Commands run while a sanitize operation is in progress. Breaks §8.15.1: they are
     /// aborted with Sanitize In Progress.
     SanitizeAcceptsCommands,
+    /// Compare runs while a sanitize operation is in progress (every other restricted
+    /// command is refused). Breaks §8.15: a command the section does not allow is aborted
+    /// with Sanitize In Progress.
+    SanitizeAdmitsCompare,
+    /// Write Uncorrectable runs while a sanitize operation is in progress (every other restricted
+    /// command is refused). Breaks §8.15: a command the section does not allow is aborted
+    /// with Sanitize In Progress.
+    SanitizeAdmitsWriteUncorrectable,
+    /// Write Zeroes runs while a sanitize operation is in progress (every other restricted
+    /// command is refused). Breaks §8.15: a command the section does not allow is aborted
+    /// with Sanitize In Progress.
+    SanitizeAdmitsWriteZeroes,
+    /// Dataset Management runs while a sanitize operation is in progress (every other restricted
+    /// command is refused). Breaks §8.15: a command the section does not allow is aborted
+    /// with Sanitize In Progress.
+    SanitizeAdmitsDatasetManagement,
+    /// Firmware Image Download runs while a sanitize operation is in progress (every other restricted
+    /// command is refused). Breaks §8.15: a command the section does not allow is aborted
+    /// with Sanitize In Progress.
+    SanitizeAdmitsFirmwareDownload,
+    /// Namespace Attachment runs while a sanitize operation is in progress (every other restricted
+    /// command is refused). Breaks §8.15: a command the section does not allow is aborted
+    /// with Sanitize In Progress.
+    SanitizeAdmitsNamespaceAttachment,
     /// No Sanitize Operation Completed event is raised. Breaks §5.2 / Figure 146 (I/O
     /// Command Specific status, 01h) and §8.15.
     SanitizeNoCompletionEvent,
@@ -374,6 +419,13 @@ pub enum Quirk {
     /// Slot 1 is read-only (FRMW bit 0) yet a replace into it succeeds. Breaks §5.12,
     /// Figure 175: Invalid Firmware Slot for a read-only slot.
     ReadOnlySlotWritable,
+    /// Commit action 001b (replace and activate at the next reset) replaces the image
+    /// in read-only slot 1 (action 000b is refused as it should be). Breaks Figure 175:
+    /// Invalid Firmware Slot for a read-only slot, whatever action replaces the image.
+    ReadOnlySlotReplacedAtReset,
+    /// Commit action 011b (replace and activate now) replaces the image in read-only
+    /// slot 1 (action 000b is refused). Breaks Figure 175 as above.
+    ReadOnlySlotReplacedNow,
     /// A commit refused with Invalid Firmware Image still writes the slot's FRS (the
     /// revision from the refused image). Breaks §5.12: a failed commit changes no slot.
     RefusedCommitChangesSlot,
@@ -503,6 +555,21 @@ pub enum Quirk {
     /// §4.13.2: the classes are served in proportion to HPW + 1, MPW + 1 and LPW + 1, so
     /// a class with a larger weight is never served less than one with a smaller weight.
     WrrWeightsInverted,
+    /// Data Units Read counts each logical block as one 512-byte unit, whatever the LBA
+    /// data size. Breaks §5.14.1.2 (Data Units Read: thousands of 512-byte units; a
+    /// controller with another LBA size converts): seen on a namespace of 4096-byte blocks.
+    DataUnitsReadInBlocks,
+    /// Data Units Written counts each logical block as one 512-byte unit. Breaks
+    /// §5.14.1.2 (Data Units Written), as above.
+    DataUnitsWrittenInBlocks,
+    /// Host Read Commands leaves Compare commands out. Breaks §5.14.1.2 (Host Read
+    /// Commands: for the NVM command set, Compare and Read commands).
+    HostReadsOmitCompare,
+    /// Host Write Commands leaves out Write commands with Force Unit Access (counted where
+    /// the write cache takes data, which FUA bypasses). Breaks §5.14.1.2 (Host Write
+    /// Commands: the Write commands the controller completed): only a check whose
+    /// writes include FUA ones sees it.
+    HostWritesOmitFua,
 }
 
 impl Quirk {
@@ -637,6 +704,19 @@ impl Quirk {
         Quirk::AnaLogOmitsNamespace,
         Quirk::TornReadUnderWrite,
         Quirk::WrrWeightsInverted,
+        Quirk::EraseSparesInteriorBand,
+        Quirk::SanitizeAdmitsCompare,
+        Quirk::SanitizeAdmitsWriteUncorrectable,
+        Quirk::SanitizeAdmitsWriteZeroes,
+        Quirk::SanitizeAdmitsDatasetManagement,
+        Quirk::SanitizeAdmitsFirmwareDownload,
+        Quirk::SanitizeAdmitsNamespaceAttachment,
+        Quirk::ReadOnlySlotReplacedAtReset,
+        Quirk::ReadOnlySlotReplacedNow,
+        Quirk::DataUnitsReadInBlocks,
+        Quirk::DataUnitsWrittenInBlocks,
+        Quirk::HostReadsOmitCompare,
+        Quirk::HostWritesOmitFua,
     ];
 
     /// The name a profile uses for this quirk.
@@ -771,6 +851,19 @@ impl Quirk {
             Quirk::AnaLogOmitsNamespace => "ana-log-omits-namespace",
             Quirk::TornReadUnderWrite => "torn-read-under-write",
             Quirk::WrrWeightsInverted => "wrr-weights-inverted",
+            Quirk::EraseSparesInteriorBand => "erase-spares-interior-band",
+            Quirk::SanitizeAdmitsCompare => "sanitize-admits-compare",
+            Quirk::SanitizeAdmitsWriteUncorrectable => "sanitize-admits-write-uncorrectable",
+            Quirk::SanitizeAdmitsWriteZeroes => "sanitize-admits-write-zeroes",
+            Quirk::SanitizeAdmitsDatasetManagement => "sanitize-admits-dataset-management",
+            Quirk::SanitizeAdmitsFirmwareDownload => "sanitize-admits-firmware-download",
+            Quirk::SanitizeAdmitsNamespaceAttachment => "sanitize-admits-namespace-attachment",
+            Quirk::ReadOnlySlotReplacedAtReset => "read-only-slot-replaced-at-reset",
+            Quirk::ReadOnlySlotReplacedNow => "read-only-slot-replaced-now",
+            Quirk::DataUnitsReadInBlocks => "data-units-read-in-blocks",
+            Quirk::DataUnitsWrittenInBlocks => "data-units-written-in-blocks",
+            Quirk::HostReadsOmitCompare => "host-reads-omit-compare",
+            Quirk::HostWritesOmitFua => "host-writes-omit-fua",
         }
     }
 

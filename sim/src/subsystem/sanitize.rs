@@ -23,7 +23,7 @@ use nvme::spec::sanitize::{
     final_overwrite_pattern, SanitizeAction, SanitizeCdw10, SanitizeStatus, SanitizeStatusLog, Sstat,
     EVENT_SANITIZE_COMPLETED, EVENT_TYPE_IO_COMMAND_SPECIFIC, SPROG_NOT_IN_PROGRESS, TIME_NOT_REPORTED,
 };
-use nvme::spec::{AdminOpcode, Command, Status};
+use nvme::spec::{AdminOpcode, Command, NvmOpcode, Status};
 
 /// What a block erase leaves on the media, read back when no deallocation follows
 /// (NDAS set): erased NAND's all-ones, a vendor-specific value (§8.15).
@@ -166,10 +166,11 @@ impl Subsystem {
             self.power.writeback.forget(nsid);
             let key = if crypto { self.new_key() } else { None };
             let plaintext_kept = crypto && self.quirks.has(Quirk::CryptoEraseLeavesPlaintext);
-            let spare_tail = self.quirks.has(Quirk::EraseSparesLastBlocks);
+            let quirks = self.quirks.clone();
             let Some(ns) = self.namespace_mut(nsid) else { continue };
-            // Quirk `erase-spares-last-blocks`: the last blocks come through (§8.15 broken).
-            let spared = if spare_tail { ns.last_blocks(super::quirk::ERASE_SPARED_BLOCKS) } else { Vec::new() };
+            // Quirks `erase-spares-last-blocks`, `erase-spares-interior-band`: blocks come
+            // through (§8.15 broken).
+            let spared = super::quirk::erase_spared(&quirks, ns);
             if plaintext_kept {
                 // Quirk: the key is kept and nothing deallocated (§8.15 Crypto Erase broken).
                 continue;
@@ -215,10 +216,14 @@ impl Subsystem {
             // Quirk: failure mode restricts nothing (§8.15 broken).
             return None;
         }
+        let in_progress = self.sanitize.running.is_some();
+        if in_progress && self.admitted_by_quirk(cmd, admin) {
+            // Quirks `sanitize-admits-*`: one restricted command runs (§8.15 broken).
+            return None;
+        }
         if !admin {
             return Some(status);
         }
-        let in_progress = self.sanitize.running.is_some();
         let allowed = match AdminOpcode::from_u8(cmd.opcode) {
             // Quirk `identify-refused-during-sanitize` (§8.15.1 broken).
             Some(AdminOpcode::Identify) if in_progress && self.quirks.has(Quirk::IdentifyRefusedDuringSanitize) => {
@@ -246,6 +251,27 @@ impl Subsystem {
             _ => false,
         };
         (!allowed).then_some(status)
+    }
+
+    /// Whether one of the quirks `sanitize-admits-*` lets this restricted command run
+    /// while a sanitize operation is in progress.
+    fn admitted_by_quirk(&self, cmd: &Command, admin: bool) -> bool {
+        let quirk = if admin {
+            match AdminOpcode::from_u8(cmd.opcode) {
+                Some(AdminOpcode::FirmwareImageDownload) => Quirk::SanitizeAdmitsFirmwareDownload,
+                Some(AdminOpcode::NamespaceAttachment) => Quirk::SanitizeAdmitsNamespaceAttachment,
+                _ => return false,
+            }
+        } else {
+            match NvmOpcode::from_u8(cmd.opcode) {
+                Some(NvmOpcode::Compare) => Quirk::SanitizeAdmitsCompare,
+                Some(NvmOpcode::WriteUncorrectable) => Quirk::SanitizeAdmitsWriteUncorrectable,
+                Some(NvmOpcode::WriteZeroes) => Quirk::SanitizeAdmitsWriteZeroes,
+                Some(NvmOpcode::DatasetManagement) => Quirk::SanitizeAdmitsDatasetManagement,
+                _ => return false,
+            }
+        };
+        self.quirks.has(quirk)
     }
 
     /// After a power cut: the running operation resumes, from its start, when the
