@@ -13,7 +13,12 @@
 //!   unchanged: a loop device on a namespace, a filesystem mounted on such a loop device,
 //!   a loop device backed by a file on a namespace's (lazily unmounted) filesystem, a
 //!   process that memory-mapped a namespace and closed its descriptor;
+//! - a namespace held only as an io_uring fixed file (its descriptor closed), and one
+//!   exported by the kernel's NVMe target (nvmet in configfs, no process holding it),
+//!   are refused the same way;
 //! - a loop device set up after the gate passed stops the next suite's destructive cases;
+//! - a writer that appears after the gate turns the data case it spoils into an error
+//!   naming the writer, never a failure of the drive;
 //! - the checksums (O_DIRECT) see a raw passthrough write on a mounted namespace, so the
 //!   "data unchanged" checks above can fail.
 //!
@@ -265,4 +270,47 @@ fn bad_targets_on_a_real_kernel_get_one_line_and_exit_2() {
         assert!(stage.starts_with("2 lines 1: error: "), "{verb} {path}: expected exit 2 and one error line: {stage}");
         assert!(stage.contains(names), "{verb} {path}: the error should say `{names}`: {stage}");
     }
+}
+
+#[test]
+fn a_namespace_held_only_as_an_io_uring_fixed_file_is_refused() {
+    let outcome = run(vec![SetupStep::UringFixed(3), SetupStep::Checksum(3)], with_every_opt_in);
+    refused_naming(
+        &outcome,
+        &["(nvtest-guest-he) has /dev/nvme0n3 (namespace 3 of nvme0) registered as a fixed file of its io_uring ring"],
+    );
+}
+
+#[test]
+fn a_namespace_exported_by_the_kernels_nvme_target_is_refused() {
+    let outcome = run(vec![SetupStep::Nvmet(5), SetupStep::Checksum(5)], with_every_opt_in);
+    refused_naming(
+        &outcome,
+        &[
+            "/dev/nvme0n5 (namespace 5 of nvme0) is exported by the kernel's NVMe target: nvmet subsystem \
+             `nqn.2026-12.io.nvtest:export5` namespace 1",
+            "enabled): take it out first",
+        ],
+    );
+}
+
+#[test]
+fn a_writer_that_appears_after_the_gate_is_an_error_naming_it_not_a_failure() {
+    // Namespace 1's first 4 KiB overwritten every 10 ms once nvtest passed the gate: the
+    // isolation case reads back what another process wrote there.
+    let outcome = run(vec![SetupStep::LateWriter(1)], |r| {
+        with_every_opt_in(r);
+        r.filters = vec!["isolation".into()];
+        r.expect = Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/guest/expected.yaml"));
+    });
+    let console = outcome.console.join("\n");
+    assert!(outcome.stages.iter().any(|s| s.starts_with("late writer (process ")), "{:?}", outcome.stages);
+    assert_eq!(outcome.exit_status, 1, "an error, not a failure: {console}");
+    assert!(
+        console.contains("the drive gained another user during the case")
+            && console.contains("(nvtest-guest-he) has /dev/nvme0n1 (namespace 1 of nvme0) open"),
+        "the error names the writer: {console}"
+    );
+    let junit = outcome.junit.as_deref().expect("a JUnit report");
+    assert!(!junit.contains("<failure"), "nothing blames the drive:\n{junit}");
 }

@@ -488,3 +488,77 @@ fn a_loop_device_set_up_mid_run_stops_the_destructive_cases_of_the_next_suite() 
     assert_eq!(runner.run_case(&case("trim", "identify", false), 0).verdict, Verdict::Pass);
     assert!(matches!(runner.run_case(&case("basics", "format", true), 0).verdict, Verdict::Error(_)));
 }
+
+#[test]
+fn a_namespace_registered_with_an_io_uring_ring_is_refused() {
+    let (_dir, mut t) = drive();
+    // Its own descriptor closed: only the ring's fdinfo names it.
+    t.io_uring_ring(6161, "ringer", &["nvme0n2"], true).unwrap();
+    // A ring of another process holding files of other disks only.
+    t.io_uring_ring(6262, "other", &["sda1", "data.db"], true).unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        has(&lines, "process 6161 (ringer) has ")
+            && has(&lines, "(namespace 2 of nvme0) registered as a fixed file of its io_uring ring"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_ring_whose_files_the_kernel_did_not_list_fails_closed() {
+    let (_dir, mut t) = drive();
+    t.io_uring_ring(6363, "busy", &["nvme0n1"], false).unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(has(&lines, "cannot see which files process 6363 (busy) registered with its io_uring ring"), "{lines:?}");
+}
+
+#[test]
+fn a_namespace_exported_by_the_kernels_nvme_target_is_refused() {
+    let (_dir, mut t) = drive();
+    t.module("nvmet").unwrap();
+    let node = t.node("nvme0n1");
+    t.nvmet_namespace("nqn.2026-12.io.example:export", 1, &node, true).unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        has(
+            &lines,
+            "(namespace 1 of nvme0) is exported by the kernel's NVMe target: nvmet subsystem \
+                     `nqn.2026-12.io.example:export` namespace 1"
+        ) && has(&lines, "enabled): take it out first"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_file_on_the_drive_backing_an_lio_backstore_is_refused() {
+    let (_dir, mut t) = drive();
+    t.module("target_core_mod").unwrap();
+    let file = t.file_on("nvme0n1p1", "srv/lun0.img").unwrap();
+    t.lio_backstore("fileio_0", "lun0", &file).unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(has(&lines, "backs the LIO SCSI target's backstore fileio_0/lun0"), "{lines:?}");
+}
+
+#[test]
+fn a_loaded_target_whose_configfs_cannot_be_read_fails_closed() {
+    let (_dir, mut t) = drive();
+    t.module("nvmet").unwrap();
+    let lines = refused(&t, &allowed());
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        has(&lines, "the kernel's NVMe target (nvmet) is loaded but ") && has(&lines, "mount configfs"),
+        "{lines:?}"
+    );
+    // An export of another disk is not the drive's.
+    let (_dir, mut t) = drive();
+    t.module("nvmet").unwrap();
+    let sda = t.node("sda");
+    t.nvmet_namespace("nqn.2026-12.io.example:other", 1, &sda, true).unwrap();
+    let cases = [case("namespaces", "create", true)];
+    let refs: Vec<&ExpandedCase> = cases.iter().collect();
+    assert!(matches!(gate(&t.host(), &t.node("nvme0"), &refs, &allowed()), Ok(Some(_))));
+}

@@ -327,6 +327,46 @@ impl FakeTree {
         fs::write(&path, format!("{} {flag}\n", text.trim()))
     }
 
+    /// Process `pid` (`comm`) with an io_uring ring on descriptor 5 whose fixed files are
+    /// `names` (as the kernel's fdinfo lists them: the file's name alone), the files' own
+    /// descriptors closed. `listed: false`: the kernel counted them but listed none (a
+    /// busy ring).
+    pub fn io_uring_ring(&mut self, pid: u32, comm: &str, names: &[&str], listed: bool) -> io::Result<()> {
+        let dir = self.root.join(format!("proc/{pid}"));
+        write(&dir.join("comm"), &format!("{comm}\n"))?;
+        link(Path::new("anon_inode:[io_uring]"), &dir.join("fd/5"))?;
+        let mut info =
+            format!("pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\nSqMask:\t0x7\nUserFiles:\t{}\n", names.len());
+        if listed {
+            for (i, name) in names.iter().enumerate() {
+                info.push_str(&format!("{i:>5}: {name}\n"));
+            }
+        }
+        info.push_str("UserBufs:\t0\nPollList:\n");
+        write(&dir.join("fdinfo/5"), &info)
+    }
+
+    /// A namespace `nsid` of the kernel NVMe target's subsystem `nqn` in configfs
+    /// (`sys/kernel/config/nvmet`), backed by `device_path`, enabled or not.
+    pub fn nvmet_namespace(&mut self, nqn: &str, nsid: u32, device_path: &Path, enabled: bool) -> io::Result<()> {
+        let ns = self.sys(&format!("kernel/config/nvmet/subsystems/{nqn}/namespaces/{nsid}"));
+        write(&ns.join("device_path"), &format!("{}\n", device_path.display()))?;
+        write(&ns.join("enable"), if enabled { "1\n" } else { "0\n" })
+    }
+
+    /// An LIO backstore `hba/name` in configfs (`sys/kernel/config/target/core`) whose
+    /// `udev_path` is `path`.
+    pub fn lio_backstore(&mut self, hba: &str, name: &str, path: &Path) -> io::Result<()> {
+        let object = self.sys(&format!("kernel/config/target/core/{hba}/{name}"));
+        write(&object.join("udev_path"), &format!("{}\n", path.display()))?;
+        write(&object.join("enable"), "1\n")
+    }
+
+    /// Module `name` loaded (`sys/module/NAME`).
+    pub fn module(&mut self, name: &str) -> io::Result<()> {
+        fs::create_dir_all(self.sys(&format!("module/{name}")))
+    }
+
     /// A character device of another class (`null`, 1:3, class `mem`).
     pub fn other_char(&mut self, name: &str, major: u32, minor: u32, class: &str) -> io::Result<PathBuf> {
         let dir = self.sys(&format!("devices/virtual/{class}/{name}"));

@@ -11,6 +11,12 @@
 //!   a logical block is larger than 1024 bytes, so that a filesystem of the ext family
 //!   (whose first 1024 bytes are unused) stays intact.
 //!
+//! - `uring-fixed DEVICE READY`: registers DEVICE as a fixed file of an io_uring ring,
+//!   closes its own descriptor, creates READY and sleeps until killed: a process using
+//!   the drive through a ring only. It never submits anything.
+//! - `write-loop DEVICE`: opens DEVICE with O_DIRECT and overwrites its first 4 KiB with
+//!   a pattern every 10 ms until killed: a writer that is not nvtest.
+//!
 //! - `bench CONTROLLER NSID [SECONDS [ROUNDS]]`: nvtest's io_uring passthrough engine
 //!   against fio's `io_uring_cmd` engine on the namespace's generic device, 4 KiB random
 //!   reads at QD 32, alternately (default 5 s, 2 rounds each; [`nvtest::guest_bench`]).
@@ -30,10 +36,12 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["map", device, ready] => map(Path::new(device), Path::new(ready)),
+        ["uring-fixed", device, ready] => uring_fixed(Path::new(device), Path::new(ready)),
+        ["write-loop", device] => write_loop(Path::new(device)),
         ["raw-write", controller, nsid, lba_bytes] => raw_write(Path::new(controller), nsid, lba_bytes),
         ["bench", controller, nsid, rest @ ..] if rest.len() <= 2 => bench(Path::new(controller), nsid, rest),
-        _ => Err("usage: nvtest-guest-helper map DEVICE READY | raw-write CONTROLLER NSID LBA_BYTES | \
-                  bench CONTROLLER NSID [SECONDS [ROUNDS]]"
+        _ => Err("usage: nvtest-guest-helper map DEVICE READY | uring-fixed DEVICE READY | write-loop DEVICE | \
+                  raw-write CONTROLLER NSID LBA_BYTES | bench CONTROLLER NSID [SECONDS [ROUNDS]]"
             .into()),
     };
     match result {
@@ -63,6 +71,45 @@ fn map(device: &Path, ready: &Path) -> Result<String, String> {
         std::thread::sleep(std::time::Duration::from_secs(3600));
         std::hint::black_box(&mapping);
     }
+}
+
+/// Registers `device` with an io_uring ring and keeps only the ring.
+fn uring_fixed(device: &Path, ready: &Path) -> Result<String, String> {
+    use std::os::fd::AsRawFd;
+    let file =
+        OpenOptions::new().read(true).write(true).open(device).map_err(|e| format!("{}: {e}", device.display()))?;
+    let ring = io_uring::IoUring::new(8).map_err(|e| format!("io_uring_setup: {e}"))?;
+    ring.submitter().register_files(&[file.as_raw_fd()]).map_err(|e| format!("IORING_REGISTER_FILES: {e}"))?;
+    drop(file);
+    std::fs::write(ready, format!("{}\n", std::process::id())).map_err(|e| format!("{}: {e}", ready.display()))?;
+    println!("registered {} as fixed file 0 of an io_uring ring, descriptor closed", device.display());
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+        std::hint::black_box(&ring);
+    }
+}
+
+/// Overwrites the first 4 KiB of `device` every 10 ms, through O_DIRECT.
+fn write_loop(device: &Path) -> Result<String, String> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let file = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(device)
+        .map_err(|e| format!("{}: {e}", device.display()))?;
+    // O_DIRECT wants an aligned buffer: 4 KiB inside an 8 KiB allocation.
+    let mut backing = vec![0u8; 8192];
+    let offset = backing.as_ptr().align_offset(4096);
+    let block = &mut backing[offset..offset + 4096];
+    println!("writing the first 4 KiB of {} every 10 ms", device.display());
+    for round in 0u64.. {
+        block.iter_mut().enumerate().for_each(|(i, b)| *b = (i as u64 ^ round) as u8 | 0x80);
+        if let Err(e) = file.write_all_at(block, 0) {
+            return Err(format!("write to {}: {e}", device.display()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(String::new())
 }
 
 /// Writes a recognisable block 0 of `nsid` through the passthrough ioctl.

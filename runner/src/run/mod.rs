@@ -235,6 +235,9 @@ impl CaseRunner for Box<dyn CaseRunner> {
 /// A runner whose drive passed the safety gate: before the first case of every further
 /// suite the gate's check runs again ([`safety::Guard::recheck`]); once it finds the
 /// drive in use, no destructive case is sent any more (each is an error saying why).
+/// A case that fails is followed by the same check ([`safety::Guard::users`]): when
+/// another user of the drive appeared meanwhile, the failure cannot be laid on the drive
+/// (that user may have changed the data) and the case is an error naming the user.
 pub struct Rechecked<R> {
     inner: R,
     guard: Option<safety::SharedGuard>,
@@ -277,10 +280,24 @@ impl<R: CaseRunner> CaseRunner for Rechecked<R> {
                 }
             }
         }
-        match &self.stopped {
-            Some(why) if case.destructive => error_outcome(format!("destructive case not run: {why}")),
+        let mut outcome = match &self.stopped {
+            Some(why) if case.destructive => return error_outcome(format!("destructive case not run: {why}")),
             _ => self.inner.run_case(case, seed),
+        };
+        if let (Verdict::Fail(failure), Some(guard)) = (&outcome.verdict, self.guard.as_ref()) {
+            let users = guard.lock().unwrap_or_else(|p| p.into_inner()).users();
+            if !users.is_empty() {
+                let why = format!(
+                    "the drive gained another user during the case, which may have changed what the case judged, \
+                     so its failure is not laid on the drive: {}",
+                    users.join("; ")
+                );
+                outcome.log.push(format!("the failure set aside: {failure}"));
+                outcome.verdict = Verdict::Error(why.clone());
+                self.stopped = Some(format!("after case `{}`, {why}", case.name));
+            }
         }
+        outcome
     }
 
     fn host_fault(&self) -> Option<String> {

@@ -135,6 +135,15 @@ impl Guard {
         }
     }
 
+    /// Who uses the drive now besides nvtest: the check of [`Guard::recheck`] without
+    /// taking the exclusive opens anew, one line per finding (empty: nobody).
+    pub fn users(&self) -> Vec<String> {
+        match inventory(&self.host, &self.ctrl) {
+            Ok(members) => in_use(&self.host, &members),
+            Err(e) => vec![format!("cannot tell what belongs to {} ({e})", self.ctrl.node.display())],
+        }
+    }
+
     pub fn recheck(&mut self) -> Result<(), Vec<String>> {
         let members = inventory(&self.host, &self.ctrl).map_err(|e| {
             vec![format!(

@@ -10,6 +10,15 @@
 //!   filesystem of one, identified by the kernel's numbers through its own links, so a
 //!   mapping whose descriptor was closed, a file in another mount namespace or a
 //!   deleted one are seen;
+//! - the files registered with every io_uring ring a process has open (the ring's
+//!   `/proc/PID/fdinfo/FD`, `UserFiles:`): a registered file stays open after its
+//!   descriptor is closed, and the kernel lists it by name only, so a name of a device
+//!   of the drive counts;
+//! - users inside the kernel that no process and no holder shows: namespaces of the
+//!   kernel's NVMe target (nvmet) and backstores of the LIO SCSI target, both in
+//!   configfs (`/sys/kernel/config`), backed by a device of the drive or a file on one;
+//!   with either target loaded and configfs not mounted, its exports cannot be read, and
+//!   that is a finding;
 //! - the root filesystem: a drive holding `/` is always refused.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -111,12 +120,165 @@ pub fn in_use(host: &Host, members: &[Member]) -> Vec<String> {
     for line in stacked(host, members) {
         note(line);
     }
+    for line in kernel_exports(host, members) {
+        note(line);
+    }
     for (pid, comm) in &procs {
-        for line in descriptors(host, members, *pid, comm).into_iter().chain(mappings(host, members, *pid, comm)) {
+        let lines = descriptors(host, members, *pid, comm)
+            .into_iter()
+            .chain(mappings(host, members, *pid, comm))
+            .chain(ring_files(host, members, *pid, comm));
+        for line in lines {
             note(line);
         }
     }
     findings
+}
+
+/// What a descriptor link of an io_uring ring reads as.
+const IO_URING: &str = "anon_inode:[io_uring]";
+
+/// The files registered with the io_uring rings process `pid` has open: each ring's
+/// fdinfo lists them (`UserFiles:` then `  N: NAME`, the file's name alone). A name of a
+/// device of the drive counts; a ring whose files the kernel did not list (it lists them
+/// only when the ring is not busy) is re-read, and counts if it stays unlisted.
+fn ring_files(host: &Host, members: &[Member], pid: u32, comm: &str) -> Vec<String> {
+    let dir = host.proc.join(format!("{pid}/fd"));
+    let Ok(fds) = fs::read_dir(&dir) else { return Vec::new() }; // descriptors() said why
+    let mut lines = Vec::new();
+    for fd in fds.filter_map(|e| e.ok()) {
+        let is_ring = fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == IO_URING);
+        if !is_ring {
+            continue;
+        }
+        let fdinfo = host.proc.join(format!("{pid}/fdinfo")).join(fd.file_name());
+        let mut listed = None;
+        for _ in 0..5 {
+            match fs::read_to_string(&fdinfo) {
+                Ok(text) => {
+                    let parsed = parse_ring_files(&text).map_err(str::to_string);
+                    let done = parsed.is_ok();
+                    listed = Some(parsed);
+                    if done {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break, // closed meanwhile
+                Err(e) => {
+                    listed = Some(Err(e.to_string()));
+                    break;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let fd = fd.file_name().to_string_lossy().into_owned();
+        match listed {
+            None => {}
+            Some(Ok(names)) => {
+                for name in names {
+                    let Some(m) = members.iter().find(|m| m.name == name || m.aliases.contains(&name)) else { continue };
+                    lines.push(format!(
+                        "process {pid} ({comm}) has {} registered as a fixed file of its io_uring ring (descriptor                          {fd}; the file stays open after its own descriptor is closed): stop it, or wait for it to                          finish",
+                        m.what
+                    ));
+                }
+            }
+            Some(Err(why)) => lines.push(format!(
+                "cannot see which files process {pid} ({comm}) registered with its io_uring ring (descriptor {fd}:                  {why}): stop it, or run nvtest again when the ring is idle"
+            )),
+        }
+    }
+    lines
+}
+
+/// The names an io_uring fdinfo lists under `UserFiles:` (`%5u: NAME` lines, `<none>`
+/// for an empty slot); `Err` when it lists fewer than it counts (the kernel lists them
+/// only when it can lock the ring) or has no such field.
+fn parse_ring_files(text: &str) -> Result<Vec<String>, &'static str> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("UserFiles:"));
+    let header = lines.next().ok_or("the kernel's fdinfo has no UserFiles field")?;
+    let count: usize =
+        header["UserFiles:".len()..].trim().parse().map_err(|_| "the kernel's UserFiles field is not a number")?;
+    let entries: Vec<&str> = lines.take_while(|l| l.starts_with(' ')).collect();
+    if entries.len() < count {
+        return Err("the kernel did not list them (the ring was busy)");
+    }
+    Ok(entries
+        .iter()
+        .filter_map(|l| l.trim_start().split_once(": ").map(|(_, name)| name.to_string()))
+        .filter(|name| name != "<none>")
+        .collect())
+}
+
+/// Users of the drive inside the kernel, in configfs: namespaces of the NVMe target
+/// (nvmet) and backstores of the LIO SCSI target backed by a device of the drive or a
+/// file on one. A target module loaded without configfs mounted is a finding: its
+/// exports cannot be read.
+fn kernel_exports(host: &Host, members: &[Member]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let configfs = host.sys_path("kernel/config");
+    let backs = |path: &str| -> Option<&Member> {
+        member_of_path(host, members, path).or_else(|| match host.identify(Path::new(path)) {
+            Ok(identity) => member_of_identity(members, &identity),
+            Err(_) => None,
+        })
+    };
+    // nvmet: subsystems/NQN/namespaces/NSID/{device_path,enable}.
+    let nvmet = configfs.join("nvmet/subsystems");
+    match fs::read_dir(&nvmet) {
+        Ok(subsystems) => {
+            for subsystem in subsystems.filter_map(|e| e.ok()) {
+                let nqn = subsystem.file_name().to_string_lossy().into_owned();
+                let Ok(namespaces) = fs::read_dir(subsystem.path().join("namespaces")) else { continue };
+                for ns in namespaces.filter_map(|e| e.ok()) {
+                    let path = sysfs::read_attr(&ns.path().join("device_path")).unwrap_or_default();
+                    let enabled = sysfs::read_attr(&ns.path().join("enable")).is_ok_and(|e| e.trim() == "1");
+                    let Some(m) = backs(path.trim()) else { continue };
+                    let nsid = ns.file_name().to_string_lossy().into_owned();
+                    let state = if enabled { "enabled" } else { "configured, not enabled" };
+                    lines.push(format!(
+                        "{} is exported by the kernel's NVMe target: nvmet subsystem `{nqn}` namespace {nsid}                          (device_path {}, {state}): take it out first (echo 0 > {}/enable, then rmdir it)",
+                        m.what,
+                        path.trim(),
+                        ns.path().display()
+                    ));
+                }
+            }
+        }
+        Err(_) if host.sys_path("module/nvmet").exists() => lines.push(format!(
+            "the kernel's NVMe target (nvmet) is loaded but {} cannot be read: mount configfs there (mount -t              configfs none {}) so that its exports can be checked",
+            nvmet.display(),
+            configfs.display()
+        )),
+        Err(_) => {}
+    }
+    // LIO: target/core/HBA/STORAGE_OBJECT/udev_path (iblock and fileio backstores).
+    let lio = configfs.join("target/core");
+    match fs::read_dir(&lio) {
+        Ok(hbas) => {
+            for hba in hbas.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
+                let Ok(objects) = fs::read_dir(hba.path()) else { continue };
+                for object in objects.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()) {
+                    let path = sysfs::read_attr(&object.path().join("udev_path")).unwrap_or_default();
+                    let Some(m) = backs(path.trim()) else { continue };
+                    lines.push(format!(
+                        "{} backs the LIO SCSI target's backstore {}/{} (udev_path {}): delete the backstore first                          (targetcli /backstores … delete)",
+                        m.what,
+                        hba.file_name().to_string_lossy(),
+                        object.file_name().to_string_lossy(),
+                        path.trim()
+                    ));
+                }
+            }
+        }
+        Err(_) if host.sys_path("module/target_core_mod").exists() => lines.push(format!(
+            "the LIO SCSI target (target_core_mod) is loaded but {} cannot be read: mount configfs (mount -t              configfs none {}) so that its backstores can be checked",
+            lio.display(),
+            configfs.display()
+        )),
+        Err(_) => {}
+    }
+    lines
 }
 
 /// Mounts of the drive's devices in nvtest's mount namespace and in every other one a

@@ -115,6 +115,16 @@ pub enum SetupStep {
     /// `nvtest-guest-helper bench` on the namespace: nvtest's io_uring engine against
     /// fio's ([`crate::guest_bench`]); its lines become `bench: …` stages.
     Bench(u32),
+    /// A process that registered the namespace's block device as a fixed file of an
+    /// io_uring ring and closed its descriptor (only the ring's fdinfo shows it).
+    UringFixed(u32),
+    /// The namespace exported by the kernel's NVMe target: an nvmet subsystem in configfs
+    /// with the block device as an enabled namespace (no process holds it).
+    Nvmet(u32),
+    /// Once nvtest has passed the gate (it printed the device identity), a process opens
+    /// the namespace's block device and overwrites its first 4 KiB (O_DIRECT) every
+    /// 10 ms: a writer that appears during the run.
+    LateWriter(u32),
 }
 
 impl SetupStep {
@@ -122,8 +132,8 @@ impl SetupStep {
     /// separated by `;` or newlines).
     pub fn parse_list(text: &str) -> Result<Vec<SetupStep>, String> {
         const USAGE: &str = "write `mount NSID`, `checksum NSID`, `loop NSID`, `loop-mount NSID`, `loop-file NSID`, \
-                             `map NSID`, `raw-write NSID`, `late-loop NSID`, `bench NSID`, `target PATH` or \
-                             `unprivileged PATH`";
+                             `map NSID`, `raw-write NSID`, `late-loop NSID`, `bench NSID`, `uring-fixed NSID`, \
+                             `nvmet NSID`, `late-writer NSID`, `target PATH` or `unprivileged PATH`";
         let mut steps = Vec::new();
         for part in text.split([';', '\n']).map(str::trim).filter(|p| !p.is_empty()) {
             let mut words = part.split_whitespace();
@@ -146,6 +156,9 @@ impl SetupStep {
                 "raw-write" => SetupStep::RawWrite(nsid()?),
                 "late-loop" => SetupStep::LateLoop(nsid()?),
                 "bench" => SetupStep::Bench(nsid()?),
+                "uring-fixed" => SetupStep::UringFixed(nsid()?),
+                "nvmet" => SetupStep::Nvmet(nsid()?),
+                "late-writer" => SetupStep::LateWriter(nsid()?),
                 "target" | "unprivileged" if !arg.starts_with('/') => {
                     return Err(format!("guest setup step `{part}`: `{arg}` is not an absolute path"))
                 }
@@ -168,6 +181,9 @@ impl SetupStep {
             SetupStep::RawWrite(nsid) => format!("raw-write {nsid}"),
             SetupStep::LateLoop(nsid) => format!("late-loop {nsid}"),
             SetupStep::Bench(nsid) => format!("bench {nsid}"),
+            SetupStep::UringFixed(nsid) => format!("uring-fixed {nsid}"),
+            SetupStep::Nvmet(nsid) => format!("nvmet {nsid}"),
+            SetupStep::LateWriter(nsid) => format!("late-writer {nsid}"),
             SetupStep::Target(path) => format!("target {path}"),
             SetupStep::Unprivileged(path) => format!("unprivileged {path}"),
         }
