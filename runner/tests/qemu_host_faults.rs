@@ -5,7 +5,10 @@
 //!   2, one line naming the directory, what is free and what is needed), nothing left;
 //! - filled up under a running suite: QEMU completes writes with Write Fault, and
 //!   nvtest reports errors naming the full disk, no case as failed, ends with a line
-//!   naming the fault (exit 2), and leaves no QEMU and no files.
+//!   naming the fault (exit 2), and leaves no QEMU and no files;
+//! - the same in the Linux-guest lane (`qemu-linux:ns32`): refused before the guest
+//!   boots, and a TMPDIR filled under the guest's run voids the guest's verdicts (exit 2
+//!   naming the full disk, no report written).
 //!
 //! Needs root (mount) and QEMU; without them the tests fail with the reason.
 
@@ -228,4 +231,85 @@ fn a_temporary_directory_that_fills_up_under_a_run_is_nvtest_error_not_a_finding
     );
     assert_nothing_left(&tmpfs, Some(&filler), &text);
     eprintln!("full TMPDIR reported in {:?} ({} errors)", started.elapsed(), errors.len());
+}
+
+/// The QEMU that nvtest process `parent` started.
+fn qemu_child_of(parent: u32) -> Option<libc::pid_t> {
+    for entry in std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()) {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<libc::pid_t>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // pid (comm) state ppid …: comm may hold spaces, so split after its `)`.
+        let Some((head, rest)) = stat.rsplit_once(") ") else { continue };
+        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) && head.contains("(qemu-system-") {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// The Linux-guest lane (`qemu-linux:ns32`, the kernel's driver in a guest): TMPDIR too
+/// small from the start is refused before the guest boots; filled while the guest's
+/// nvtest runs (QEMU stopped meanwhile), the Write Faults the guest saw are the host's:
+/// exit 2 naming the full disk, no report handing the guest's verdicts on, nothing left.
+#[test]
+fn in_the_guest_lane_a_full_temporary_directory_is_the_hosts_fault_not_the_drives() {
+    require_qemu();
+    let args = ["--suite", "trim", "--allow-destructive", "--confirm-serial", "NVTQ32000001", "qemu-linux:ns32"];
+    let tmpfs = Tmpfs::mount("64m");
+    let output = nvtest(&args, tmpfs.path()).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("qemu-linux:ns32: not enough free space to start QEMU: ")
+            && text.contains("(the temporary directory, TMPDIR) has 64.0 MiB"),
+        "{text}"
+    );
+    assert!(!text.contains("guest: booted"), "refused before the guest boots:\n{text}");
+    assert_nothing_left(&tmpfs, None, &text);
+    drop(tmpfs);
+
+    let tmpfs = Tmpfs::mount("300m");
+    let reports = tempfile::tempdir().unwrap();
+    let junit = reports.path().join("trim.xml");
+    let mut all = vec!["--junit", junit.to_str().unwrap()];
+    all.extend(args);
+    // One stream, stdout and stderr merged, to follow the guest's progress.
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg("exec \"$0\" \"$@\" 2>&1").arg(env!("CARGO_BIN_EXE_nvtest")).args(&all);
+    cmd.env("TMPDIR", tmpfs.path()).stdin(Stdio::null()).stdout(Stdio::piped());
+    let mut run = Running(cmd.spawn().unwrap());
+    let lines = read_lines(&mut run.0);
+    let mut console = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let line = lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|e| panic!("the guest did not boot ({e:?}):\n{}", console.join("\n")));
+        let booted = line.starts_with("guest: booted");
+        console.push(line);
+        if booted {
+            break;
+        }
+    }
+    let qemu = qemu_child_of(run.0.id()).unwrap_or_else(|| panic!("no QEMU under nvtest:\n{}", console.join("\n")));
+    // SAFETY: kill(2) on the QEMU our child started.
+    assert_eq!(unsafe { libc::kill(qemu, libc::SIGSTOP) }, 0);
+    let filler = tmpfs.fill();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(qemu, libc::SIGCONT) }, 0);
+    console.extend(lines.iter());
+    let status = run.0.wait().unwrap();
+    let text = console.join("\n");
+    assert_eq!(status.code(), Some(2), "a run the host failed could not do its job:\n{text}");
+    let last = console.iter().rev().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(
+        last.starts_with(
+            "error: qemu-linux:ns32: the host failed QEMU's disk images: `aio failed: No space left on device`"
+        ) && last.contains(&tmpfs.path().display().to_string())
+            && last.contains("its verdicts are void and its reports are not written"),
+        "the last line names the full disk:\n{text}"
+    );
+    assert!(!junit.exists(), "no report hands the guest's verdicts on:\n{text}");
+    assert_nothing_left(&tmpfs, Some(&filler), &text);
 }

@@ -562,3 +562,16 @@ fn a_loaded_target_whose_configfs_cannot_be_read_fails_closed() {
     let refs: Vec<&ExpandedCase> = cases.iter().collect();
     assert!(matches!(gate(&t.host(), &t.node("nvme0"), &refs, &allowed()), Ok(Some(_))));
 }
+
+#[test]
+fn only_a_pcie_controller_reports_a_pci_function() {
+    let (_dir, t) = drive();
+    let details = nvtest::safety::pci_details(&t.host(), &t.node("nvme0"));
+    let get = |d: &[(String, String)], k: &str| d.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    assert_eq!(get(&details, "transport").as_deref(), Some("pcie"));
+    assert_eq!(get(&details, "address").as_deref(), Some("0000:00:04.0"), "{details:?}");
+    // A fabrics controller: its `device` link is the fabrics class device, no address.
+    t.set_transport(0, "tcp").unwrap();
+    let details = nvtest::safety::pci_details(&t.host(), &t.node("nvme0"));
+    assert_eq!(details, vec![("transport".to_string(), "tcp".to_string())]);
+}

@@ -120,6 +120,8 @@ impl FakeTree {
         write(&dir.join("model"), "QEMU NVMe Ctrl                          \n")?;
         write(&dir.join("firmware_rev"), "10.0.0  \n")?;
         write(&dir.join("state"), "live\n")?;
+        write(&dir.join("transport"), "pcie\n")?;
+        link(&dir.parent().unwrap_or(&dir).parent().unwrap_or(&dir).to_path_buf(), &dir.join("device"))?;
         link(&dir, &self.sys(&format!("class/nvme/nvme{n}")))?;
         link(&dir, &self.sys(&format!("dev/char/{CONTROLLER_MAJOR}:{n}")))?;
         let subsys = self.subsystem_dir(subsystem);
@@ -128,6 +130,11 @@ impl FakeTree {
         link(&dir, &subsys.join(format!("nvme{n}")))?;
         write(&self.node(&format!("nvme{n}")), &format!("c {CONTROLLER_MAJOR}:{n}\n"))?;
         Ok(dir)
+    }
+
+    /// Sets a controller's `transport` attribute (`pcie`, `tcp`, `rdma`, `fc`, `loop`).
+    pub fn set_transport(&self, n: u32, transport: &str) -> io::Result<()> {
+        write(&self.controller_dir(n).join("transport"), &format!("{transport}\n"))
     }
 
     /// Sets a controller's `state` attribute.

@@ -195,10 +195,17 @@ pub struct ControllerLock(#[allow(dead_code)] nix::fcntl::Flock<File>);
 
 /// The PCI function of a controller of the Linux driver as sysfs has it: vendor, device,
 /// subsystem vendor and subsystem device IDs, and its address; what cannot be read is
-/// left out.
+/// left out. Only for a controller on PCIe (`transport` is `pcie`): a fabrics
+/// controller (TCP, RDMA, FC, loop) has no PCI function, and its `device` link leads to
+/// the fabrics class device (`ctl`), which is no address.
 pub fn pci_details(host: &Host, path: &Path) -> Vec<(String, String)> {
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else { return Vec::new() };
-    let mut out = Vec::new();
+    let transport = sysfs::read_attr(&host.sys_path(&format!("class/nvme/{name}/transport"))).unwrap_or_default();
+    if transport != "pcie" {
+        let shown = if transport.is_empty() { "unknown".to_string() } else { transport };
+        return vec![("transport".to_string(), shown)];
+    }
+    let mut out = vec![("transport".to_string(), "pcie".to_string())];
     for attr in ["vendor", "device", "subsystem_vendor", "subsystem_device"] {
         if let Ok(value) = sysfs::read_attr(&host.sys_path(&format!("class/nvme/{name}/device/{attr}"))) {
             out.push((attr.to_string(), value.trim().to_string()));

@@ -746,6 +746,11 @@ impl Guest {
         self.child.wait().ok()
     }
 
+    /// QEMU's stderr so far (its first 200 lines).
+    fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
     fn stderr_text(&self) -> String {
         let lines = self.stderr.lock().map(|l| l.clone()).unwrap_or_default();
         let lines: Vec<String> =
@@ -1125,6 +1130,13 @@ pub fn execute(request: &GuestRequest) -> Result<GuestOutcome, GuestError> {
         }
     }
 
+    // The namespaces' images go to TMPDIR, as the guestless lane's do: too little room
+    // there is refused before the guest boots (a full disk under the images would
+    // complete the guest's writes with Write Fault).
+    let image_bytes: u64 = request.topology.namespaces.iter().map(|ns| ns.image_bytes()).sum();
+    nvme::transport::qemu::check_image_space(&std::env::temp_dir(), image_bytes)
+        .map_err(|e| error(format!("{label}: {e}")))?;
+
     let boot_started = Instant::now();
     let (mut guest, console) = start_guest(request, &image, &plan)?;
     let boot_deadline = boot_started + request.timeouts.boot;
@@ -1191,6 +1203,18 @@ pub fn execute(request: &GuestRequest) -> Result<GuestOutcome, GuestError> {
             )));
         }
     };
+    // The host failed QEMU's images (a full TMPDIR): what the guest's nvtest judged
+    // meanwhile is not the drive's doing, so its reports are not handed on as verdicts.
+    let faults = nvme::transport::qemu::image_faults(&guest.stderr_lines(), &std::env::temp_dir());
+    if !faults.is_empty() {
+        let messages: Vec<String> = faults.into_iter().map(|f| f.message).collect();
+        return Err(error(format!(
+            "{label}: {}; nvtest in the guest exited with {} — its verdicts are void and its reports are not \
+             written, since the drive saw the host's fault as its own",
+            messages.join("; "),
+            outcome.exit_status
+        )));
+    }
     outcome.nvtest_args = plan.args.clone();
     outcome.timings =
         Timings { image: image_time, boot: boot_time.unwrap_or_default(), guest_total, ..outcome.timings };

@@ -67,20 +67,7 @@ pub(crate) fn check_free_space(
     shm_dir: &Path,
     ram_bytes: u64,
 ) -> Result<(), TransportError> {
-    let need_images = image_bytes.min(IMAGE_SPACE_CAP);
-    if need_images > 0 {
-        let images = Need {
-            what: "QEMU's disk images need",
-            bytes: need_images,
-            note: format!(
-                "sparse, {} in all: nvtest asks for that or {}, whichever is less",
-                short_bytes(image_bytes),
-                short_bytes(IMAGE_SPACE_CAP)
-            ),
-            instead: "point TMPDIR elsewhere",
-        };
-        images.check(images_dir, "the temporary directory, TMPDIR")?;
-    }
+    check_image_space(images_dir, image_bytes)?;
     let ram = Need {
         what: "the guest RAM needs",
         bytes: ram_bytes,
@@ -88,6 +75,35 @@ pub(crate) fn check_free_space(
         instead: "lower machine.memory_mb in the topology",
     };
     ram.check(shm_dir, "shared memory")
+}
+
+/// Checks, before anything is created, that the images' directory `images_dir` (the
+/// temporary directory) has `min(image_bytes, IMAGE_SPACE_CAP)` free: for a machine
+/// nvtest drives itself ([`check_free_space`]) and for one that runs a Linux guest.
+pub fn check_image_space(images_dir: &Path, image_bytes: u64) -> Result<(), TransportError> {
+    let need_images = image_bytes.min(IMAGE_SPACE_CAP);
+    if need_images == 0 {
+        return Ok(());
+    }
+    let images = Need {
+        what: "QEMU's disk images need",
+        bytes: need_images,
+        note: format!(
+            "sparse, {} in all: nvtest asks for that or {}, whichever is less",
+            short_bytes(image_bytes),
+            short_bytes(IMAGE_SPACE_CAP)
+        ),
+        instead: "point TMPDIR elsewhere",
+    };
+    images.check(images_dir, "the temporary directory, TMPDIR")
+}
+
+/// The host faults QEMU's stderr `lines` report on its disk images (each distinct error
+/// once, with how often), said with the free space of `tmp_dir` (TMPDIR, where the
+/// images are): for a machine that runs a Linux guest, whose stderr nvtest reads
+/// whole once the guest ends ([`FaultWatch`] follows a machine nvtest drives itself).
+pub fn image_faults(lines: &[String], tmp_dir: &Path) -> Vec<HostFault> {
+    count_repeats(lines.iter().filter_map(|l| io_error(l))).map(|(text, n)| io_fault(text, n, tmp_dir)).collect()
 }
 
 /// Free space something needs before QEMU starts.

@@ -44,6 +44,7 @@
 //! posted writes and yields the CPU to QEMU.
 
 mod host;
+pub use host::{check_image_space, image_faults};
 mod leftovers;
 mod pci;
 mod process;
