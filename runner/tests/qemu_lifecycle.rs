@@ -187,6 +187,47 @@ fn an_interrupted_guest_recipe_is_stopped_with_its_children() {
     assert_empty(run.tmp.path(), &text);
 }
 
+/// The same recipe killed with its nvtest (SIGKILL, which nvtest cannot pass on): the
+/// recipe's owner watch (fixtures/guest/owner-watch.sh, which build.sh sources) stops the
+/// whole group — no builder keeps running, and the EXIT trap still cleans up.
+#[test]
+fn a_guest_recipe_whose_nvtest_is_sigkilled_stops_with_its_children() {
+    let recipe_dir = tempfile::tempdir().unwrap();
+    let recipe = recipe_dir.path().join("recipe.sh");
+    let watch = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/guest/owner-watch.sh");
+    std::fs::write(
+        &recipe,
+        format!(
+            "#!/bin/bash\n. '{}'\nwork=\"$TMPDIR/recipe-work\"\ntrap 'rm -rf \"$work\"; stop_owner_watch' EXIT\n\
+             mkdir \"$work\"\nsleep 60\n",
+            watch.display()
+        ),
+    )
+    .unwrap();
+    let run = start_with_env(
+        &["--suite", "namespaces", "qemu-linux:ns32"],
+        "recipe-killed",
+        &[("NVTEST_GUEST_RECIPE", recipe.as_path())],
+    );
+    let work = run.tmp.path().join("recipe-work");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // nvtest, bash, the watch subshell and the sleep.
+    while !(work.is_dir() && marked_processes(&run.marker).len() >= 4) {
+        assert!(Instant::now() < deadline, "the stand-in recipe did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut child = run.child;
+    child.kill().unwrap();
+    let _ = child.wait();
+    // The watch polls every 0.5 s, then TERM; KILL 5 s later for what is left.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while (!marked_processes(&run.marker).is_empty() || work.exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(marked_processes(&run.marker), Vec::<u32>::new(), "recipe processes left running after SIGKILL");
+    assert!(!work.exists(), "the recipe's EXIT trap did not run");
+}
+
 /// /dev/shm files of the run of nvtest `pid` (`nvtest-qemu-<pid>-*`).
 fn shm_files_of(pid: u32) -> Vec<PathBuf> {
     let prefix = format!("nvtest-qemu-{pid}-");

@@ -376,6 +376,9 @@ pub fn image(echo: bool) -> Result<GuestImage, GuestError> {
     let recipe = recipe_path()?;
     let mut cmd = Command::new("bash");
     cmd.arg(&recipe).stdin(Stdio::null()).stdout(Stdio::piped());
+    // The recipe stops its whole group once this process is gone, SIGKILL included
+    // (fixtures/guest/owner-watch.sh).
+    cmd.env("NVTEST_RECIPE_OWNER", std::process::id().to_string());
     cmd.stderr(if echo { Stdio::inherit() } else { Stdio::piped() });
     let cannot_run =
         |e: std::io::Error| error(format!("cannot run the guest recipe {} with bash: {e}", recipe.display()));
