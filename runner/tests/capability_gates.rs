@@ -66,3 +66,28 @@ fn a_drive_without_sanitize_skips_the_sanitize_cases_naming_sanicap() {
         }
     }
 }
+
+/// A drive whose I/O queues hold fewer commands than a job's queue depth (CAP.MQES 7)
+/// runs the workload at the depth it offers, saying so, instead of an error: every case
+/// with a workload of depth 16 still gets its verdict.
+#[test]
+fn a_job_deeper_than_mqes_runs_at_the_depth_a_queue_holds() {
+    let mut profile = Profile::builtin("enterprise-1.4").unwrap();
+    profile.controller.max_queue_entries = 8;
+    let name = format!("sim:{}", profile.name);
+    let device = nvtest::targets::open_sim(profile).unwrap_or_else(|e| panic!("{e}"));
+    let mut session = Session::with_device(name, device).unwrap_or_else(|e| panic!("{e}"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../suites/firmware.yaml");
+    let suite = load_file(&path, Some("firmware")).unwrap_or_else(|e| panic!("{e}"));
+    let case = suite.cases.iter().find(|c| c.name == "activate-without-reset-under-load").unwrap();
+    let outcome = session.run_case(case, 29);
+    assert_eq!(outcome.verdict, Verdict::Pass, "{:#?}", outcome.log);
+    assert!(
+        outcome.log.iter().any(|l| l.contains(
+            "job mixed: queue depth 16 exceeds what one I/O queue holds (CAP.MQES 7: 7 commands in flight): depth 7 \
+             used"
+        )),
+        "{:#?}",
+        outcome.log
+    );
+}

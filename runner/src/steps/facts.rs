@@ -29,6 +29,9 @@ pub struct Facts {
     pub cntlid: u16,
     /// MDTS in bytes; `None` means no limit reported.
     pub mdts_bytes: Option<u64>,
+    /// CAP.MQES (0's based: the entries of the largest I/O queue less one, which is the
+    /// most commands one queue holds in flight), where the target shows its registers.
+    pub mqes: Option<u16>,
     pub access: Access,
     /// LBA formats a namespace can be given (Identify Namespace for NSID FFFFFFFFh with
     /// Namespace Management; otherwise those of the active namespaces, or, with none
@@ -59,13 +62,13 @@ impl Facts {
     /// Reads the facts; the error is one line for the console.
     pub fn read(device: &mut dyn Device) -> Result<Facts, String> {
         let access = device.access();
-        let (vs, mps_min) = match device.registers() {
+        let (vs, mps_min, mqes) = match device.registers() {
             Some(regs) => {
                 let vs = regs.read32(offset::VS).map_err(|e| format!("reading VS: {e}"))?;
-                let cap = regs.read64(offset::CAP).map_err(|e| format!("reading CAP: {e}"))?;
-                (Some(Version::from_register(vs)), 4096u64 << Cap::from_bits(cap).mpsmin())
+                let cap = Cap::from_bits(regs.read64(offset::CAP).map_err(|e| format!("reading CAP: {e}"))?);
+                (Some(Version::from_register(vs)), 4096u64 << cap.mpsmin(), Some(cap.mqes()))
             }
-            None => (None, 4096),
+            None => (None, 4096, None),
         };
         let mut ctrl = IdentifyController::new_zeroed();
         let c = device
@@ -83,6 +86,7 @@ impl Facts {
             nn,
             cntlid: ctrl.cntlid,
             mdts_bytes: ctrl.mdts_bytes(mps_min),
+            mqes,
             access,
             identify: ctrl,
             formats: Vec::new(),

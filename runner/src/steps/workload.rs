@@ -528,7 +528,17 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<
     if blocks_per_command.is_empty() {
         blocks_per_command.push(1);
     }
-    let depth = resolve::param(&job.queue_depth)?;
+    let mut depth = resolve::param(&job.queue_depth)?;
+    // A queue holds at most CAP.MQES commands in flight (MQES + 1 entries, one kept
+    // empty): a deeper job runs at that depth, and the log says so.
+    if let Some(mqes) = ctx.facts.mqes.filter(|&m| m > 0 && depth > u32::from(m)) {
+        ctx.log.push(format!(
+            "job {}: queue depth {depth} exceeds what one I/O queue holds (CAP.MQES {mqes}: {mqes} commands in \
+             flight): depth {mqes} used",
+            job.name
+        ));
+        depth = u32::from(mqes);
+    }
     let rate = match (&job.iops, &job.mb_per_s) {
         (Some(n), None) => Some(Rate::Iops(resolve::param(n)?)),
         (None, Some(m)) => Some(Rate::BytesPerSecond(resolve::param(m)?.saturating_mul(1_000_000))),
