@@ -121,7 +121,7 @@ impl FakeTree {
         write(&dir.join("firmware_rev"), "10.0.0  \n")?;
         write(&dir.join("state"), "live\n")?;
         write(&dir.join("transport"), "pcie\n")?;
-        link(&dir.parent().unwrap_or(&dir).parent().unwrap_or(&dir).to_path_buf(), &dir.join("device"))?;
+        link(dir.parent().unwrap_or(&dir).parent().unwrap_or(&dir), &dir.join("device"))?;
         link(&dir, &self.sys(&format!("class/nvme/nvme{n}")))?;
         link(&dir, &self.sys(&format!("dev/char/{CONTROLLER_MAJOR}:{n}")))?;
         let subsys = self.subsystem_dir(subsystem);
