@@ -156,6 +156,8 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ),
     ("erase", "sanitize-block-erase", "global-data-erased-never-set", "Sanitize Status (Log Identifier 81h)"),
     ("erase", "sanitize-overwrite", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
+    ("erase", "sanitize-reaches-every-namespace", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
+    ("erase", "sanitize-reaches-every-namespace", "erase-spares-interior-band", "§8.15 Sanitize Operations and §5.24"),
     ("erase", "overwrite-no-deallocate", "sanitize-misses-namespace", "§8.15 Sanitize Operations and §5.24"),
     ("erase", "crypto-erase-no-deallocate", "crypto-erase-leaves-plaintext", "§8.15 Sanitize Operations and §5.24"),
     ("erase", "sanitize-restrictions", "sanitize-accepts-commands", "restrictions while a sanitize operation"),
