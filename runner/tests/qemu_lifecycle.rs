@@ -148,6 +148,20 @@ fn nothing_is_left_behind_after_normal_interrupted_and_killed_runs() {
     assert!(text.contains("killed by signal 9"), "the error should say QEMU was killed:\n{text}");
 }
 
+/// A qemu-linux run whose guest recipe is `recipe` (a stand-in that makes
+/// `$TMPDIR/recipe-work` and sleeps), once that directory exists and `processes` of the
+/// run are up; returns the run and the directory.
+fn start_stand_in_recipe(recipe: &Path, marker: &str, processes: usize) -> (Run, PathBuf) {
+    let run = start_with_env(&["--suite", "namespaces", "qemu-linux:ns32"], marker, &[("NVTEST_GUEST_RECIPE", recipe)]);
+    let work = run.tmp.path().join("recipe-work");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(work.is_dir() && marked_processes(&run.marker).len() >= processes) {
+        assert!(Instant::now() < deadline, "the stand-in recipe did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (run, work)
+}
+
 /// A qemu-linux run interrupted while its guest recipe works (here a stand-in recipe
 /// that sleeps, as `cargo build` would): nvtest exits 130, the recipe's whole process
 /// group is stopped (no process of the run remains) and the recipe's EXIT trap has
@@ -162,17 +176,7 @@ fn an_interrupted_guest_recipe_is_stopped_with_its_children() {
         "#!/bin/bash\nwork=\"$TMPDIR/recipe-work\"\ntrap 'rm -rf \"$work\"' EXIT\nmkdir \"$work\"\nsleep 60\n",
     )
     .unwrap();
-    let run = start_with_env(
-        &["--suite", "namespaces", "qemu-linux:ns32"],
-        "recipe",
-        &[("NVTEST_GUEST_RECIPE", recipe.as_path())],
-    );
-    let work = run.tmp.path().join("recipe-work");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(work.is_dir() && marked_processes(&run.marker).len() >= 3) {
-        assert!(Instant::now() < deadline, "the stand-in recipe did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (run, work) = start_stand_in_recipe(&recipe, "recipe", 3);
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) }, 0);
     let output = run.child.wait_with_output().unwrap();
@@ -204,18 +208,8 @@ fn a_guest_recipe_whose_nvtest_is_sigkilled_stops_with_its_children() {
         ),
     )
     .unwrap();
-    let run = start_with_env(
-        &["--suite", "namespaces", "qemu-linux:ns32"],
-        "recipe-killed",
-        &[("NVTEST_GUEST_RECIPE", recipe.as_path())],
-    );
-    let work = run.tmp.path().join("recipe-work");
-    let deadline = Instant::now() + Duration::from_secs(30);
     // nvtest, bash, the watch subshell and the sleep.
-    while !(work.is_dir() && marked_processes(&run.marker).len() >= 4) {
-        assert!(Instant::now() < deadline, "the stand-in recipe did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (run, work) = start_stand_in_recipe(&recipe, "recipe-killed", 4);
     let mut child = run.child;
     child.kill().unwrap();
     let _ = child.wait();

@@ -250,37 +250,45 @@ fn traffic(
 /// Data units: the counter before stood for somewhere in (1000 (B − 1), 1000 B] units,
 /// so `u` more units move it by at least ⌊u / 1000⌋ and at most ⌈u / 1000⌉.
 fn judge(before: &SmartHealthLog, after: &SmartHealthLog, t: &Tally) -> Vec<Judged> {
-    let moved = |a: u128, b: u128| a.wrapping_sub(b);
+    const COMMANDS: &str = "commands";
+    const UNITS: &str = "thousands of 512-byte units";
     let extra = t.unsuccessful;
+    let counter = |counter, (a, b): (u128, u128), least, most, unit| Judged {
+        counter,
+        moved: a.wrapping_sub(b),
+        least,
+        most,
+        unit,
+    };
     vec![
-        Judged {
-            counter: "Host Write Commands",
-            moved: moved(after.host_write_commands.get(), before.host_write_commands.get()),
-            least: t.writes,
-            most: t.writes + extra,
-            unit: "commands",
-        },
-        Judged {
-            counter: "Host Read Commands",
-            moved: moved(after.host_read_commands.get(), before.host_read_commands.get()),
-            least: t.reads,
-            most: t.reads + extra,
-            unit: "commands",
-        },
-        Judged {
-            counter: "Data Units Written",
-            moved: moved(after.data_units_written.get(), before.data_units_written.get()),
-            least: t.units_written / 1000,
-            most: t.units_written.div_ceil(1000) + extra,
-            unit: "thousands of 512-byte units",
-        },
-        Judged {
-            counter: "Data Units Read",
-            moved: moved(after.data_units_read.get(), before.data_units_read.get()),
-            least: t.units_read / 1000,
-            most: t.units_read.div_ceil(1000) + extra,
-            unit: "thousands of 512-byte units",
-        },
+        counter(
+            "Host Write Commands",
+            (after.host_write_commands.get(), before.host_write_commands.get()),
+            t.writes,
+            t.writes + extra,
+            COMMANDS,
+        ),
+        counter(
+            "Host Read Commands",
+            (after.host_read_commands.get(), before.host_read_commands.get()),
+            t.reads,
+            t.reads + extra,
+            COMMANDS,
+        ),
+        counter(
+            "Data Units Written",
+            (after.data_units_written.get(), before.data_units_written.get()),
+            t.units_written / 1000,
+            t.units_written.div_ceil(1000) + extra,
+            UNITS,
+        ),
+        counter(
+            "Data Units Read",
+            (after.data_units_read.get(), before.data_units_read.get()),
+            t.units_read / 1000,
+            t.units_read.div_ceil(1000) + extra,
+            UNITS,
+        ),
     ]
 }
 
