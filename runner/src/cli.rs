@@ -576,11 +576,9 @@ fn run_in_guest(args: &RunArgs, suites: &[LoadedSuite]) -> i32 {
         };
     }
     // The report paths are judged before the guest boots, as before any target opens.
-    for (path, what) in [(&args.junit, "JUnit report"), (&args.json, "JSON record")] {
-        if let Some(Err(e)) = path.as_deref().map(|p| crate::report::output::check_writable(p, what)) {
-            tell!("error: {e}");
-            return EXIT_USAGE;
-        }
+    if let Err(e) = crate::report::output::check_report_paths(args.junit.as_deref(), args.json.as_deref()) {
+        tell!("error: {e}");
+        return EXIT_USAGE;
     }
     let request = match guest_request(args, suites) {
         Ok(r) => r,

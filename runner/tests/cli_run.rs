@@ -173,3 +173,19 @@ fn a_block_device_as_report_path_is_refused_before_the_target_opens() {
     assert!(!stdout(&output).contains("running "), "nothing ran: {}", stdout(&output));
     assert!(std::fs::symlink_metadata(&node).unwrap().file_type().is_block_device());
 }
+
+/// One check of the report paths for both lanes: `--junit` and `--json` naming the same
+/// file is a usage error before any target opens, and before a guest boots.
+#[test]
+fn the_same_file_for_both_reports_is_refused_in_both_lanes() {
+    let dir = tempfile::tempdir().unwrap();
+    let same = dir.path().join("report");
+    let same = same.to_str().unwrap();
+    for target in ["sim", "qemu-linux:ns32"] {
+        let output = nvtest(&["--suite", "trim", "--junit", same, "--json", same, target]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{target}: {stderr}");
+        assert!(stderr.contains(&format!("--junit and --json name the same file {same}")), "{target}: {stderr}");
+        assert!(!stderr.contains("booting Linux"), "{target}: refused before the guest boots: {stderr}");
+    }
+}

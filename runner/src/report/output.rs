@@ -89,6 +89,40 @@ fn follow_links(path: &Path) -> Result<PathBuf, String> {
     Err(format!("more than {MAX_LINKS} symbolic links"))
 }
 
+/// Why the run's report paths cannot be used; each says it in one line.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReportPathError {
+    /// `--junit` and `--json` name the same file: a usage error.
+    SameFile(String),
+    /// A path [`check_writable`] refuses.
+    Unwritable(String),
+}
+
+impl std::fmt::Display for ReportPathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReportPathError::SameFile(line) | ReportPathError::Unwritable(line) => f.write_str(line),
+        }
+    }
+}
+
+/// The run's report paths judged before any target opens (or guest boots): `--junit`
+/// and `--json` must not name the same file, and each must be a path
+/// [`check_writable`] accepts.
+pub fn check_report_paths(junit: Option<&Path>, json: Option<&Path>) -> Result<(), ReportPathError> {
+    if let (Some(a), Some(b)) = (junit, json) {
+        if a == b {
+            return Err(ReportPathError::SameFile(format!("--junit and --json name the same file {}", a.display())));
+        }
+    }
+    for (path, what) in [(junit, "JUnit report"), (json, "JSON record")] {
+        if let Some(path) = path {
+            check_writable(path, what).map_err(ReportPathError::Unwritable)?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks, before any target is opened, that the report can be written where `path`
 /// says: a regular file's directory is created and a file created and removed there; a
 /// device or FIFO must be writable by this process (not opened: a FIFO's reader would see

@@ -703,17 +703,11 @@ fn load_rig(options: &RunOptions) -> Result<Option<nvme::linux::rig::Rig>, RunEr
 
 /// The report paths can be written: checked before anything is opened.
 fn check_reports(options: &RunOptions) -> Result<(), RunError> {
-    if let (Some(a), Some(b)) = (&options.junit, &options.json) {
-        if a == b {
-            return Err(RunError::Usage(format!("--junit and --json name the same file {}", a.display())));
-        }
-    }
-    for (path, what) in [(&options.junit, "JUnit report"), (&options.json, "JSON record")] {
-        if let Some(path) = path {
-            crate::report::output::check_writable(path, what).map_err(RunError::Report)?;
-        }
-    }
-    Ok(())
+    use crate::report::output::{check_report_paths, ReportPathError};
+    check_report_paths(options.junit.as_deref(), options.json.as_deref()).map_err(|e| match e {
+        ReportPathError::SameFile(line) => RunError::Usage(line),
+        ReportPathError::Unwritable(line) => RunError::Report(line),
+    })
 }
 
 /// Runs the suites on the one device `open` gives (nvtest's own tests use it).
