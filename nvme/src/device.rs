@@ -266,6 +266,13 @@ pub trait Device {
         0
     }
 
+    /// Why the target brought up fewer of the subsystem's controllers than it has, when
+    /// it knows (the kernel's native multipath, a controller not live): for the skips of
+    /// cases that need more ports. The default: nothing to say.
+    fn ports_note(&self) -> Option<String> {
+        None
+    }
+
     /// The `index`-th other controller (0-based), a device of its own: its own CNTLID,
     /// admin and I/O queues, the subsystem's namespaces as attached to it.
     fn port(&mut self, index: usize) -> Option<&mut dyn Device> {

@@ -359,3 +359,88 @@ fn a_namespace_without_a_generic_node_is_waited_for_then_named() {
     let e = s.device.io(1, Command::nvm(NvmOpcode::Flush, 7), Data::None, Data::None).unwrap_err();
     assert!(e.to_string().contains("has no generic device node"), "{e}");
 }
+
+/// Two controllers of subsystem 0 (`nvme0`, `nvme1`), each with its own devices of the
+/// shared namespaces 1 and 7 (native multipath off), and one scripted drive behind both.
+fn two_ports() -> Setup {
+    let mut s = setup(0x0001_0400);
+    {
+        let mut tree = s.tree.borrow_mut();
+        tree.controller(1, 0, "SN-1").unwrap();
+        tree.namespace(1, 3, 1).unwrap();
+        tree.namespace(1, 4, 7).unwrap();
+    }
+    open_ports(&mut s);
+    sent(&s);
+    s
+}
+
+/// Opens the ports of `s.device`, each on the same scripted drive.
+fn open_ports(s: &mut Setup) {
+    let drive = s.drive.clone();
+    s.device
+        .open_ports_with(&mut |host, node, options| {
+            let ctrl = classify(&host, node)?;
+            LinuxDevice::with_backend(host, ctrl, Box::new(Fake(drive.clone())), options)
+        })
+        .unwrap();
+}
+
+#[test]
+fn the_other_controllers_of_the_subsystem_are_the_ports_each_with_its_own_devices() {
+    let mut s = two_ports();
+    assert_eq!(s.device.port_count(), 1);
+    assert_eq!(s.device.ports_note(), None);
+    let port = s.device.port(0).expect("port 2");
+    assert!(port.describe().ends_with("nvme1 (Linux NVMe driver)"), "{}", port.describe());
+    assert_eq!(port.port_count(), 0, "a port has no ports of its own");
+    let read = Command { opcode: NvmOpcode::Read as u8, nsid: 1, ..Default::default() };
+    let mut buf = vec![0u8; 512];
+    port.io(1, read, Data::FromDevice(&mut buf), Data::None).unwrap();
+    s.device.io(1, read, Data::FromDevice(&mut buf), Data::None).unwrap();
+    let nodes: Vec<PathBuf> = sent(&s).into_iter().filter_map(|(node, _)| node).collect();
+    let tree = s.tree.borrow();
+    assert_eq!(nodes, [tree.node("ng1n3"), tree.node("ng0n1")], "each port's command on its own controller's device");
+}
+
+#[test]
+fn native_multipath_gives_no_ports_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tree = FakeTree::new(dir.path()).unwrap();
+    tree.controller(0, 0, "SN-1").unwrap();
+    tree.controller(1, 0, "SN-1").unwrap();
+    tree.multipath_namespace(0, 0, 1, 1).unwrap();
+    tree.multipath_namespace(0, 1, 1, 1).unwrap();
+    let drive = Rc::new(RefCell::new(Drive { ver: 0x0001_0400, active: [1].into(), ..Default::default() }));
+    let host = tree.host();
+    let ctrl = classify(&host, &tree.node("nvme0")).unwrap();
+    let mut device = LinuxDevice::with_backend(host, ctrl, Box::new(Fake(drive.clone())), Options::default()).unwrap();
+    device.open_ports_with(&mut |_, node, _| panic!("{} opened through multipath", node.display())).unwrap();
+    assert_eq!(device.port_count(), 0);
+    let note = device.ports_note().expect("a note");
+    assert!(note.contains("nvme-subsys0 also has nvme1") && note.contains("nvme_core.multipath=N"), "{note}");
+}
+
+#[test]
+fn a_controller_of_the_subsystem_that_is_not_live_is_left_out_naming_its_state() {
+    let mut s = setup(0x0001_0400);
+    {
+        let mut tree = s.tree.borrow_mut();
+        tree.controller(1, 0, "SN-1").unwrap();
+        tree.set_state(1, "resetting").unwrap();
+    }
+    open_ports(&mut s);
+    assert_eq!(s.device.port_count(), 0);
+    let note = s.device.ports_note().expect("a note");
+    assert!(
+        note.starts_with("controllers of nvme-subsys0 not opened: nvme1 (") && note.contains("resetting"),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_namespace_change_is_read_again_on_every_port() {
+    let mut s = two_ports();
+    s.device.namespaces_changed().unwrap();
+    assert_eq!(s.drive.borrow().rescans, 2, "the port and the controller opened each rescanned");
+}

@@ -2,6 +2,9 @@
 //! recipe's initramfs (fixtures/guest/build.sh) and nvtest runs inside, against
 //! /dev/nvme0 through the Linux NVMe driver.
 //!
+//! - `qemu-linux:dual`: the dual-port suite through both controllers of one NVM
+//!   subsystem in the guest kernel, agreeing with `qemu:dual`;
+//!
 //! - boot plus the `namespaces` suite is timed (printed, not asserted), and every case
 //!   both lanes can run (neither skipped) gets the same verdict as on `qemu:ns32`, where
 //!   nvtest's own driver runs the same QEMU device in process; the divergences that are
@@ -133,9 +136,19 @@ fn junit_verdicts(xml: &str) -> BTreeMap<String, (Kind, String)> {
 /// Runs `suite` in the guest on ns32 (no expected findings, the disposable drive's
 /// opt-ins); prints the guest's console when it fails.
 fn guest_run(suite: &str) -> (GuestOutcome, BTreeMap<String, (Kind, String)>) {
-    let target = TopologyRef::Builtin("ns32".into());
+    guest_run_on("ns32", suite, |_| {})
+}
+
+/// Runs `suite` in the guest on `topology`, the request as `configure` leaves it.
+fn guest_run_on(
+    topology: &str,
+    suite: &str,
+    configure: impl FnOnce(&mut GuestRequest),
+) -> (GuestOutcome, BTreeMap<String, (Kind, String)>) {
+    let target = TopologyRef::Builtin(topology.into());
     let mut request = GuestRequest::new(&target, vec![suite_path(suite)]).unwrap();
     request.echo = false;
+    configure(&mut request);
     let outcome = guest::execute(&request).unwrap_or_else(|e| panic!("the guest lane failed: {e}"));
     let Some(xml) = &outcome.junit else {
         panic!("no JUnit from the guest; its console:\n{}", outcome.console.join("\n"))
@@ -147,7 +160,12 @@ fn guest_run(suite: &str) -> (GuestOutcome, BTreeMap<String, (Kind, String)>) {
 
 /// Runs `suite` on `qemu:ns32` in process.
 fn qemu_run(suite: &str) -> BTreeMap<String, (Kind, String)> {
-    let spec = TargetSpec::parse("qemu:ns32").unwrap();
+    qemu_run_on("qemu:ns32", suite)
+}
+
+/// Runs `suite` on the guestless target `target` (`qemu:dual`) in process.
+fn qemu_run_on(target: &str, suite: &str) -> BTreeMap<String, (Kind, String)> {
+    let spec = TargetSpec::parse(target).unwrap();
     let mut session = Session::open(&spec).unwrap_or_else(|e| panic!("{e}"));
     let loaded = load_file(&suite_path(suite), Some(suite)).unwrap_or_else(|e| panic!("{e}"));
     let mut out = BTreeMap::new();
@@ -170,12 +188,12 @@ fn compare(suite: &str, guest: &BTreeMap<String, (Kind, String)>, qemu: &BTreeMa
     let mut compared = 0;
     for (case, (q, q_message)) in qemu {
         let Some((g, g_message)) = guest.get(case) else {
-            problems.push(format!("{case}: in the qemu:ns32 lane but not in the guest's report"));
+            problems.push(format!("{case}: in the guestless lane but not in the guest's report"));
             continue;
         };
         let known = KNOWN_DIVERGENCES.iter().find(|(c, _)| c == case);
         let both_ran = !matches!(q, Kind::Skipped(_)) && !matches!(g, Kind::Skipped(_));
-        println!("{case}: qemu:ns32 {q:?} | qemu-linux:ns32 {g:?}");
+        println!("{case}: without a guest {q:?} | in the guest {g:?}");
         if !both_ran {
             if known.is_some() {
                 problems.push(format!("{case}: listed as a known divergence, but a lane skips it now: remove it"));
@@ -190,12 +208,12 @@ fn compare(suite: &str, guest: &BTreeMap<String, (Kind, String)>, qemu: &BTreeMa
                 "{case}: listed as a known divergence, but both lanes say {q:?} now: remove it from the list"
             )),
             (false, None) => problems.push(format!(
-                "{case}: qemu:ns32 says {q:?}, the guest says {g:?}\n    qemu:ns32: {q_message}\n    guest: {g_message}"
+                "{case}: the guestless lane says {q:?}, the guest says {g:?}\n    guestless: {q_message}\n    guest: {g_message}"
             )),
         }
     }
     for case in guest.keys().filter(|c| !qemu.contains_key(*c)) {
-        problems.push(format!("{case}: in the guest's report but not run on qemu:ns32"));
+        problems.push(format!("{case}: in the guest's report but not run without a guest"));
     }
     println!("{suite}: {compared} cases compared");
     assert!(compared > 0, "{suite}: no case ran on both lanes");
@@ -248,6 +266,44 @@ fn trim_in_the_guest_agrees_with_the_qemu_lane() {
     );
     let qemu = qemu_run("trim");
     compare("trim", &guest, &qemu);
+}
+
+/// Two controllers of one NVM subsystem in the guest kernel (`qemu-linux:dual`, native
+/// multipath off): the dual-port suite runs through both, each port's commands on its
+/// own controller's devices, and agrees with `qemu:dual` where both lanes run a case.
+#[test]
+fn dual_port_runs_in_the_guest_through_both_controllers_of_the_subsystem() {
+    let _one = lock();
+    let (outcome, guest) = guest_run_on("dual", "dual-port", |r| {
+        r.expect = Some(repo().join("fixtures/guest/expected.yaml"));
+    });
+    println!(
+        "qemu-linux:dual dual-port: boot {:.1} s, nvtest {:.1} s; nvtest exited {}",
+        outcome.timings.boot.as_secs_f64(),
+        outcome.timings.run.as_secs_f64(),
+        outcome.exit_status
+    );
+    let console = outcome.console.join("\n");
+    assert!(outcome.stages.iter().any(|s| s.contains("4 namespace node(s) of 4 expected")), "{:?}", outcome.stages);
+    assert_eq!(outcome.exit_status, 0, "only the expected finding fails:\n{console}");
+    for case in [
+        "dual-port::identity",
+        "dual-port::shared-namespace-both-ways/lbads=512",
+        "dual-port::shared-namespace-both-ways/lbads=4096",
+        "dual-port::both-ports-under-load",
+        "dual-port::private-namespace",
+    ] {
+        assert_eq!(guest.get(case).map(|(k, _)| k), Some(&Kind::Pass), "{case} runs through both ports:\n{console}");
+    }
+    let mut qemu = qemu_run_on("qemu:dual", "dual-port");
+    // The same QEMU defect in both lanes (fixtures/qemu/expected.yaml lists it for
+    // qemu:dual): run without findings here, it is a failure; the guest's report, run with
+    // the lane's findings, shows it expected.
+    let private = qemu.get_mut("dual-port::private-namespace").expect("run on qemu:dual");
+    assert_eq!(private.0, Kind::Fail, "{}", private.1);
+    assert!(private.1.contains("observed: Namespace Already Attached"), "{}", private.1);
+    private.0 = Kind::Pass;
+    compare("dual-port", &guest, &qemu);
 }
 
 /// The workload suite runs on the kernel target's io_uring passthrough queues

@@ -440,6 +440,13 @@ fn the_recheck_sees_what_started_using_the_drive_after_the_gate() {
     assert!(has(&lines, "(namespace 3 of nvme0) backs ") && has(&lines, "loop0"), "{lines:?}");
 }
 
+/// `inner` behind the gate's recheck, the drive having passed the gate for `cases`.
+fn rechecked<R>(t: &FakeTree, cases: &[ExpandedCase], inner: R) -> nvtest::run::Rechecked<R> {
+    let refs: Vec<&ExpandedCase> = cases.iter().collect();
+    let guard = gate(&t.host(), &t.node("nvme0"), &refs, &allowed()).unwrap();
+    nvtest::run::Rechecked::new(inner, guard.map(|g| std::sync::Arc::new(std::sync::Mutex::new(g))))
+}
+
 /// Counts the cases it is handed; every case passes.
 struct Counting(Vec<String>);
 
@@ -461,32 +468,127 @@ impl nvtest::run::CaseRunner for Counting {
 }
 
 #[test]
-fn a_loop_device_set_up_mid_run_stops_the_destructive_cases_of_the_next_suite() {
-    use nvtest::run::{CaseRunner, Rechecked};
+fn a_loop_device_set_up_mid_run_stops_the_next_destructive_case() {
+    use nvtest::run::CaseRunner;
     use nvtest::verdict::Verdict;
     let (_dir, mut t) = drive();
     let first = [case("namespaces", "create", true), case("namespaces", "delete", true)];
-    let refs: Vec<&ExpandedCase> = first.iter().collect();
-    let guard = gate(&t.host(), &t.node("nvme0"), &refs, &allowed()).unwrap();
-    let mut runner = Rechecked::new(Counting(Vec::new()), guard.map(|g| std::sync::Arc::new(std::sync::Mutex::new(g))));
+    let mut runner = rechecked(&t, &first, Counting(Vec::new()));
     assert_eq!(runner.run_case(&first[0], 0).verdict, Verdict::Pass);
-    // Set up while the first suite runs: seen before the next suite, not mid-suite.
+    // Set up while the first case runs: seen before the next destructive case.
     let backing = t.node("nvme0n1");
     t.loop_device(0, &backing).unwrap();
-    assert_eq!(runner.run_case(&first[1], 0).verdict, Verdict::Pass);
-    let destructive = runner.run_case(&case("trim", "deallocate", true), 0);
-    match &destructive.verdict {
+    match &runner.run_case(&first[1], 0).verdict {
         Verdict::Error(e) => assert!(
-            e.contains("destructive case not run: the safety gate's check before suite `trim` found the drive in use")
-                && e.contains("(namespace 1 of nvme0) backs ")
+            e.contains(
+                "destructive case not run: before case `delete`, the drive gained another user since the safety \
+                 gate's check"
+            ) && e.contains("(namespace 1 of nvme0) backs ")
                 && e.contains("loop0"),
             "{e}"
         ),
         other => panic!("expected an error, got {other:?}"),
     }
-    // Read-only cases still run; later destructive ones stay stopped.
+    // Read-only cases still run; later destructive ones stay stopped, in any suite.
+    assert_eq!(runner.run_case(&case("namespaces", "identify", false), 0).verdict, Verdict::Pass);
+    let later = runner.run_case(&case("trim", "deallocate", true), 0);
+    assert!(matches!(&later.verdict, Verdict::Error(e) if e.contains("before case `delete`")), "{later:?}");
+}
+
+#[test]
+fn a_loop_device_set_up_between_suites_is_found_by_the_suites_recheck() {
+    use nvtest::run::CaseRunner;
+    use nvtest::verdict::Verdict;
+    let (_dir, mut t) = drive();
+    let first = [case("namespaces", "create", true)];
+    let mut runner = rechecked(&t, &first, Counting(Vec::new()));
+    assert_eq!(runner.run_case(&first[0], 0).verdict, Verdict::Pass);
+    let backing = t.node("nvme0n1");
+    t.loop_device(0, &backing).unwrap();
+    // The next suite's first case is read-only: the suite's recheck stops what follows.
     assert_eq!(runner.run_case(&case("trim", "identify", false), 0).verdict, Verdict::Pass);
-    assert!(matches!(runner.run_case(&case("basics", "format", true), 0).verdict, Verdict::Error(_)));
+    match &runner.run_case(&case("trim", "deallocate", true), 0).verdict {
+        Verdict::Error(e) => assert!(
+            e.contains("destructive case not run: the safety gate's check before suite `trim` found the drive in use")
+                && e.contains("loop0"),
+            "{e}"
+        ),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+/// Runs `during` inside the case, then fails it as the drive's fault.
+struct FailsAfter(Box<dyn FnMut()>);
+
+impl nvtest::run::CaseRunner for FailsAfter {
+    fn identity(&self) -> nvtest::identity::DeviceIdentity {
+        nvtest::identity::DeviceIdentity::default()
+    }
+
+    fn run_case(&mut self, _case: &ExpandedCase, _seed: u64) -> nvtest::verdict::CaseOutcome {
+        (self.0)();
+        nvtest::verdict::CaseOutcome {
+            figures: Vec::new(),
+            claims: Vec::new(),
+            verdict: nvtest::verdict::Verdict::Fail(nvtest::verdict::Failure {
+                rule: nvtest::rules::metadata_returned(),
+                sent: "Read NSID 1".into(),
+                observed: "other data".into(),
+                expected: "the data written".into(),
+            }),
+            log: vec![],
+            duration: std::time::Duration::ZERO,
+        }
+    }
+}
+
+#[test]
+fn a_failure_after_another_user_appeared_during_the_case_is_an_error_naming_it() {
+    use nvtest::run::CaseRunner;
+    use nvtest::verdict::Verdict;
+    let (_dir, t) = drive();
+    let cases = [case("namespaces", "isolation", true), case("namespaces", "last-lba", true)];
+    let shared = std::rc::Rc::new(std::cell::RefCell::new(t));
+    let during = {
+        let t = shared.clone();
+        Box::new(move || t.borrow_mut().opener(7272, "writer", "nvme0n1").unwrap())
+    };
+    let mut runner = rechecked(&shared.borrow(), &cases, FailsAfter(during));
+    let outcome = runner.run_case(&cases[0], 0);
+    match &outcome.verdict {
+        Verdict::Error(e) => assert!(
+            e.starts_with("the drive gained another user during the case")
+                && e.contains("so its failure is not laid on the drive")
+                && e.contains("process 7272 (writer) has "),
+            "{e}"
+        ),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    assert!(outcome.log.iter().any(|l| l.starts_with("the failure set aside: ")), "{:?}", outcome.log);
+    let next = runner.run_case(&cases[1], 0);
+    assert!(
+        matches!(&next.verdict, Verdict::Error(e) if e.starts_with("destructive case not run: after case `isolation`")),
+        "{next:?}"
+    );
+}
+
+#[test]
+fn a_process_that_only_looks_at_the_drive_for_a_moment_does_not_stop_the_run() {
+    use nvtest::run::CaseRunner;
+    use nvtest::verdict::Verdict;
+    let (_dir, mut t) = drive();
+    let cases = [case("namespaces", "create", true), case("namespaces", "delete", true)];
+    let mut runner = rechecked(&t, &cases, Counting(Vec::new()));
+    assert_eq!(runner.run_case(&cases[0], 0).verdict, Verdict::Pass);
+    // udev's probe of a new namespace: open for a moment, then gone.
+    t.opener(7171, "systemd-udevd", "nvme0n2").unwrap();
+    let prober = t.root().join("proc/7171");
+    let gone = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        std::fs::remove_dir_all(prober).unwrap();
+    });
+    assert_eq!(runner.run_case(&cases[1], 0).verdict, Verdict::Pass);
+    gone.join().unwrap();
 }
 
 #[test]

@@ -92,7 +92,15 @@ pub struct LinuxDevice {
     /// anything but Identify (the safety gate takes its namespaces anew); an error ends
     /// the power-on.
     after_power_on: Option<AfterPowerOn>,
+    /// The other live controllers of its NVM subsystem, each a device of its own
+    /// ([`Device::port`]): the ports of a dual-port drive ([`LinuxDevice::open_ports`]).
+    ports: Vec<LinuxDevice>,
+    /// Why controllers of the subsystem are not among the ports, when some are not.
+    ports_note: Option<String>,
 }
+
+/// Opens one controller of a subsystem as a port: [`LinuxDevice::open_ports_with`].
+pub type PortOpener<'a> = dyn FnMut(Host, &Path, Options) -> Result<LinuxDevice, TargetError> + 'a;
 
 /// See [`LinuxDevice::set_rig`].
 pub type AfterPowerOn = Box<dyn FnMut(&ControllerInfo) -> Result<(), String>>;
@@ -104,8 +112,16 @@ impl LinuxDevice {
         LinuxDevice::open_on(Host::real(), path, Options::default())
     }
 
-    /// Opens `path` with the kernel views of `host`.
+    /// Opens `path` with the kernel views of `host`, and the other controllers of its NVM
+    /// subsystem as its ports ([`LinuxDevice::open_ports`]).
     pub fn open_on(host: Host, path: &Path, options: Options) -> Result<LinuxDevice, TargetError> {
+        let mut device = LinuxDevice::open_controller(host, path, options)?;
+        device.open_ports()?;
+        Ok(device)
+    }
+
+    /// Opens the one controller at `path` (no ports).
+    fn open_controller(host: Host, path: &Path, options: Options) -> Result<LinuxDevice, TargetError> {
         let controller = sysfs::classify(&host, path)?;
         let shown = path.display().to_string();
         let file = host.open_rw(path).map_err(|e| match Errno::from_raw(e.raw_os_error().unwrap_or(0)) {
@@ -146,6 +162,8 @@ impl LinuxDevice {
             rae_noted: BTreeSet::new(),
             rig: None,
             after_power_on: None,
+            ports: Vec::new(),
+            ports_note: None,
         };
         let mut id = IdentifyController::new_zeroed();
         let mut cmd = passthru_command(&identify(Cns::Controller, 0, 0), device.options.command_timeout_ms);
@@ -181,6 +199,53 @@ impl LinuxDevice {
 
     pub fn controller(&self) -> &ControllerInfo {
         &self.controller
+    }
+
+    /// Opens every other live controller of the controller's NVM subsystem as a port
+    /// (NVMe 1.4 §2.4.1 Multi-Path I/O and Namespace Sharing), each through its own
+    /// character device and its own namespace devices. Not when the kernel's native
+    /// multipath joins the subsystem's namespaces into one device per namespace: a
+    /// command sent there goes through whichever controller the kernel picks, so no
+    /// case could say which port it used ([`Device::ports_note`] says why). A controller
+    /// not live is left out, saying so.
+    pub fn open_ports(&mut self) -> Result<(), TargetError> {
+        self.open_ports_with(&mut LinuxDevice::open_controller)
+    }
+
+    /// [`LinuxDevice::open_ports`] with `open` opening each controller (the kernel, or a
+    /// fake passthrough in tests).
+    pub fn open_ports_with(&mut self, open: &mut PortOpener<'_>) -> Result<(), TargetError> {
+        self.ports.clear();
+        self.ports_note = None;
+        let Some((subsystem, dir)) = self.controller.subsystem.clone() else { return Ok(()) };
+        let shown = self.controller.node.display().to_string();
+        let others: Vec<String> = sysfs::subsystem_controllers(&dir)
+            .map_err(|e| TargetError::Other { path: shown.clone(), message: e.0 })?
+            .into_iter()
+            .filter(|name| *name != self.controller.name)
+            .collect();
+        if others.is_empty() {
+            return Ok(());
+        }
+        if self.namespaces.iter().any(|ns| ns.multipath) {
+            self.ports_note = Some(format!(
+                "{subsystem} also has {}, but the kernel's native multipath serves each shared namespace through                  one device of the subsystem, whose commands go through whichever controller it picks; load                  nvme_core with multipath=N (kernel command line nvme_core.multipath=N) for a device per controller",
+                others.join(", ")
+            ));
+            return Ok(());
+        }
+        let mut left_out = Vec::new();
+        for name in others {
+            let node = self.host.node_path(&name);
+            match open(self.host.clone(), &node, self.options.clone()) {
+                Ok(port) => self.ports.push(port),
+                Err(e) => left_out.push(format!("{name} ({e})")),
+            }
+        }
+        if !left_out.is_empty() {
+            self.ports_note = Some(format!("controllers of {subsystem} not opened: {}", left_out.join("; ")));
+        }
+        Ok(())
     }
 
     /// Gives the device a power switch ([`rig`]); `after_power_on` runs with the controller
@@ -588,6 +653,11 @@ impl Device for LinuxDevice {
     /// Asks the driver to rescan (NVME_IOCTL_RESCAN), then waits (bounded) until the
     /// namespaces with device nodes are exactly the drive's active namespace list.
     fn namespaces_changed(&mut self) -> Result<(), DeviceError> {
+        // A namespace attached, detached, created or deleted through one controller of the
+        // subsystem changes what the others show too.
+        for port in &mut self.ports {
+            port.namespaces_changed()?;
+        }
         self.backend.forget_namespaces();
         self.backend.rescan().map_err(|e| errno_error(e, "namespace rescan (NVME_IOCTL_RESCAN)", 0))?;
         let want = self.active_namespace_list()?;
@@ -664,7 +734,20 @@ impl Device for LinuxDevice {
         self.rig_power_on()
     }
 
-    /// Logical queues on an io_uring of NVMe passthrough commands ([`uring`]).
+    fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+
+    fn ports_note(&self) -> Option<String> {
+        self.ports_note.clone()
+    }
+
+    fn port(&mut self, index: usize) -> Option<&mut dyn Device> {
+        self.ports.get_mut(index).map(|p| p as &mut dyn Device)
+    }
+
+    /// Logical queues on an io_uring of NVMe passthrough commands ([`uring`]); a queue of
+    /// another port goes through that controller's namespace devices.
     fn queued_io(
         &mut self,
         queues: &[crate::queued::QueueSpec],

@@ -301,6 +301,8 @@ impl super::LinuxDevice {
         self.backend = Box::new(super::Kernel::new(host.clone(), file));
         self.controller = controller;
         self.rig = Some((rig.clone(), pci_address(&self.controller).unwrap_or(address)));
+        // The other ports went with the power and come back under new names: opened anew below.
+        self.ports.clear();
         // Namespace devices that do not appear are the kernel's or the host's doing, never
         // a ready-time verdict on the drive.
         crate::device::Device::namespaces_changed(self).map_err(|e| match e {
@@ -310,6 +312,7 @@ impl super::LinuxDevice {
         if let Some(hook) = self.after_power_on.as_mut() {
             hook(&self.controller).map_err(|e| rig_error(format!("after the power cycle: {e}")))?;
         }
+        self.open_ports().map_err(|e| rig_error(format!("after the power cycle: {e}")))?;
         Ok(crate::driver::PowerOn {
             ready_ns: None,
             since_power_on_ns: started.elapsed().as_nanos() as u64,

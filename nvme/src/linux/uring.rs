@@ -36,7 +36,9 @@
 //!   allocated (leaked, never freed while the kernel may DMA into them), and closing
 //!   says so.
 //! - Only the namespace's own node is used: a command whose NSID has no node is
-//!   Unsupported, as in [`crate::device::Device::io`].
+//!   Unsupported, as in [`crate::device::Device::io`]. A queue of another port
+//!   ([`QueueSpec::port`]) uses that controller's node of the namespace
+//!   ([`LinuxDevice`]'s ports).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -135,8 +137,10 @@ pub struct UringQueues<'a> {
     ring: IoUring<squeue::Entry128, cqueue::Entry32>,
     slots: Slots,
     priorities: Vec<QueuePriority>,
-    /// Open generic devices by NSID.
-    nodes: HashMap<u32, Node>,
+    /// The port of each logical queue (0: the device opened, `n`: its `n`-th other port).
+    ports: Vec<usize>,
+    /// Open generic devices by port and NSID.
+    nodes: HashMap<(usize, u32), Node>,
     timeout_ms: u64,
     closed: bool,
 }
@@ -153,6 +157,14 @@ impl<'a> UringQueues<'a> {
                 return Err(DeviceError::Unsupported(format!(
                     "queue {q}: depth {}; an io_uring passthrough queue holds 1 ..= 65535 commands",
                     spec.depth
+                )));
+            }
+            if spec.port > device.ports.len() {
+                return Err(DeviceError::Unsupported(format!(
+                    "queue {q} goes through port {}; {} has {} other controller(s) of its NVM subsystem",
+                    spec.port + 1,
+                    device.controller.name,
+                    device.ports.len()
                 )));
             }
             depths.push(spec.depth as usize);
@@ -184,28 +196,35 @@ impl<'a> UringQueues<'a> {
             ring,
             slots: Slots::new(&depths),
             priorities: specs.iter().map(|s| s.priority).collect(),
+            ports: specs.iter().map(|s| s.port).collect(),
             nodes: HashMap::new(),
             timeout_ms,
             closed: false,
         })
     }
 
-    /// The open generic device of `nsid` (opened on first use).
-    fn node(&mut self, nsid: u32) -> Result<&Node, DeviceError> {
-        if !self.nodes.contains_key(&nsid) {
-            let (path, max_transfer) = self.device.generic_node(nsid)?;
-            let file = self.device.host.open_rw(&path).map_err(|e| {
+    /// The open generic device of `nsid` on logical queue `queue`'s port (opened on
+    /// first use): a port's commands go on that controller's own device of the namespace.
+    fn node(&mut self, queue: usize, nsid: u32) -> Result<&Node, DeviceError> {
+        let key = (self.ports[queue], nsid);
+        if !self.nodes.contains_key(&key) {
+            let device: &mut LinuxDevice = match key.0 {
+                0 => self.device,
+                n => &mut self.device.ports[n - 1],
+            };
+            let (path, max_transfer) = device.generic_node(nsid)?;
+            let file = device.host.open_rw(&path).map_err(|e| {
                 DeviceError::Driver(format!("cannot open {} for io_uring passthrough: {e}", path.display()))
             })?;
-            self.nodes.insert(nsid, Node { file, path, max_transfer });
+            self.nodes.insert(key, Node { file, path, max_transfer });
         }
-        Ok(&self.nodes[&nsid])
+        Ok(&self.nodes[&key])
     }
 
     fn what(&self, queue: usize, tag: u16) -> String {
         let slot = self.slots.slot(queue, tag);
         let cmd = Command { opcode: slot.opcode, nsid: slot.nsid, ..Default::default() };
-        let node = self.nodes.get(&slot.nsid).map(|n| n.path.as_path());
+        let node = self.nodes.get(&(self.ports[queue], slot.nsid)).map(|n| n.path.as_path());
         format!("{}, logical queue {} tag {tag}", command_name(false, &cmd, node), queue + 1)
     }
 
@@ -231,13 +250,14 @@ impl<'a> UringQueues<'a> {
             let (res, result) = (cqe.result(), cqe.big_cqe()[0]);
             let slots = &self.slots;
             let nodes = &self.nodes;
+            let ports = &self.ports;
             let what = || {
                 if tag as usize >= slots.capacity(queue) {
                     return format!("a command of logical queue {}", queue + 1);
                 }
                 let slot = slots.slot(queue, tag);
                 let cmd = Command { opcode: slot.opcode, nsid: slot.nsid, ..Default::default() };
-                let node = nodes.get(&slot.nsid).map(|n| n.path.as_path());
+                let node = ports.get(queue).and_then(|p| nodes.get(&(*p, slot.nsid))).map(|n| n.path.as_path());
                 format!("{}, logical queue {} tag {tag}", command_name(false, &cmd, node), queue + 1)
             };
             let out = outcome(res, result, queue as u16 + 1, tag, timeout_ms, what);
@@ -325,9 +345,10 @@ impl QueuedIo for UringQueues<'_> {
             return Err(DeviceError::Driver(format!("the workload has no queue {queue}")));
         }
         let timeout_ms = self.timeout_ms;
-        let node = self.node(cmd.nsid)?;
+        let node = self.node(queue, cmd.nsid)?;
         let (fd, max_transfer) = (node.file.as_raw_fd(), node.max_transfer);
-        let what = || command_name(false, &cmd, self.nodes.get(&cmd.nsid).map(|n| n.path.as_path()));
+        let key = (self.ports[queue], cmd.nsid);
+        let what = || command_name(false, &cmd, self.nodes.get(&key).map(|n| n.path.as_path()));
         if cmd.flags != 0 {
             return Err(DeviceError::Unsupported(format!(
                 "{}: FUSE/PSDT flags {:#04x}; the Linux driver passes no command flags",

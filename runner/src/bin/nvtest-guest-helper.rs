@@ -15,7 +15,8 @@
 //!   closes its own descriptor, creates READY and sleeps until killed: a process using
 //!   the drive through a ring only. It never submits anything.
 //! - `write-loop DEVICE`: opens DEVICE with O_DIRECT and overwrites its first 4 KiB with
-//!   a pattern every 10 ms until killed: a writer that is not nvtest.
+//!   a pattern every 10 ms until killed (a writer that is not nvtest); prints `wrote …`
+//!   once the first write is done.
 //!
 //! - `bench CONTROLLER NSID [SECONDS [ROUNDS]]`: nvtest's io_uring passthrough engine
 //!   against fio's `io_uring_cmd` engine on the namespace's generic device, 4 KiB random
@@ -101,11 +102,14 @@ fn write_loop(device: &Path) -> Result<String, String> {
     let mut backing = vec![0u8; 8192];
     let offset = backing.as_ptr().align_offset(4096);
     let block = &mut backing[offset..offset + 4096];
-    println!("writing the first 4 KiB of {} every 10 ms", device.display());
     for round in 0u64.. {
         block.iter_mut().enumerate().for_each(|(i, b)| *b = (i as u64 ^ round) as u8 | 0x80);
         if let Err(e) = file.write_all_at(block, 0) {
             return Err(format!("write to {}: {e}", device.display()));
+        }
+        if round == 0 {
+            // The guest's init waits for this line before letting nvtest go on.
+            println!("wrote the first 4 KiB of {}; again every 10 ms", device.display());
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

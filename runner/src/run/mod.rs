@@ -233,8 +233,9 @@ impl CaseRunner for Box<dyn CaseRunner> {
 }
 
 /// A runner whose drive passed the safety gate: before the first case of every further
-/// suite the gate's check runs again ([`safety::Guard::recheck`]); once it finds the
-/// drive in use, no destructive case is sent any more (each is an error saying why).
+/// suite the gate's check runs again ([`safety::Guard::recheck`]), and before every
+/// destructive case the check for other users ([`safety::Guard::lasting_users`]); once either finds
+/// the drive in use, no destructive case is sent any more (each is an error saying why).
 /// A case that fails is followed by the same check ([`safety::Guard::users`]): when
 /// another user of the drive appeared meanwhile, the failure cannot be laid on the drive
 /// (that user may have changed the data) and the case is an error naming the user.
@@ -278,6 +279,18 @@ impl<R: CaseRunner> CaseRunner for Rechecked<R> {
                         lines.join("; ")
                     ));
                 }
+            }
+        }
+        if let (true, None, Some(guard)) = (case.destructive, &self.stopped, self.guard.as_ref()) {
+            // Every destructive case starts on a drive nobody else uses: a user that
+            // appeared since the gate (or the suite's recheck) stops the destructive work.
+            let users = guard.lock().unwrap_or_else(|p| p.into_inner()).lasting_users();
+            if !users.is_empty() {
+                self.stopped = Some(format!(
+                    "before case `{}`, the drive gained another user since the safety gate's check: {}",
+                    case.name,
+                    users.join("; ")
+                ));
             }
         }
         let mut outcome = match &self.stopped {

@@ -96,6 +96,9 @@ impl Claims {
 /// How long [`Guard::follow`] lets the old controller take to leave the kernel.
 const FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long [`Guard::lasting_users`] gives a user of the drive to go before it counts.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// A drive that passed the gate, held for the run: its exclusive opens, and what is
 /// needed to check it again.
 #[derive(Debug)]
@@ -111,10 +114,6 @@ impl Guard {
         self.claims.paths()
     }
 
-    /// The whole check again, on the drive as it is now (new namespaces, new stacking):
-    /// `Err` with one line per finding when anything uses it. The exclusive opens are
-    /// taken anew on the namespaces there are now (those of deleted namespaces are let
-    /// go); while nvtest holds none of a namespace's, it has checked that nothing uses it.
     /// The controller found again under `ctrl` after a power cycle (the kernel may give it
     /// another name): the exclusive opens of the old namespaces are let go and the whole
     /// check runs on the controller as it is now.
@@ -144,6 +143,24 @@ impl Guard {
         }
     }
 
+    /// [`Guard::users`] once any user found has had [`SETTLE_WAIT`] to go: a process
+    /// that only looks at a device (udev's probe of a namespace the run created) closes
+    /// it within that time, one that uses it does not. Empty: nobody uses the drive.
+    pub fn lasting_users(&self) -> Vec<String> {
+        let deadline = std::time::Instant::now() + SETTLE_WAIT;
+        loop {
+            let users = self.users();
+            if users.is_empty() || std::time::Instant::now() >= deadline {
+                return users;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// The whole check again, on the drive as it is now (new namespaces, new stacking):
+    /// `Err` with one line per finding when anything uses it. The exclusive opens are
+    /// taken anew on the namespaces there are now (those of deleted namespaces are let
+    /// go); while nvtest holds none of a namespace's, it has checked that nothing uses it.
     pub fn recheck(&mut self) -> Result<(), Vec<String>> {
         let members = inventory(&self.host, &self.ctrl).map_err(|e| {
             vec![format!(

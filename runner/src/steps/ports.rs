@@ -22,9 +22,13 @@ use crate::rules;
 
 /// What the target reached, for skips and errors: "1 controller of the NVM subsystem".
 pub fn reached(device: &dyn Device) -> String {
-    match device.port_count() + 1 {
+    let count = match device.port_count() + 1 {
         1 => "1 (the controller nvtest opened)".to_string(),
         n => format!("{n} controllers of the NVM subsystem"),
+    };
+    match device.ports_note() {
+        Some(note) => format!("{count}: {note}"),
+        None => count,
     }
 }
 

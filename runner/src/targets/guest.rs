@@ -56,7 +56,7 @@ use nix::libc;
 
 use super::expected::{load_expected, ExpectedFinding, ExpectedVerdict};
 use super::spec::TopologyRef;
-use super::topology::Topology;
+use super::topology::{ControllerSpec, Topology};
 use crate::exit::{EXIT_OK, EXIT_USAGE};
 use crate::safety::SafetyOptions;
 use nvme::transport::qemu::DiskAio;
@@ -456,6 +456,8 @@ struct Plan {
     /// The controller's root-complex function (`0000:00:SS.0`).
     slot: String,
     namespaces: usize,
+    /// The other controllers of its NVM subsystem the guest brings up (the ports).
+    ports: Vec<String>,
     /// The setup runs fio (a `bench` step): fio's archive goes into the initramfs.
     needs_fio: bool,
 }
@@ -476,12 +478,27 @@ fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
         (None, Some(slot)) => slot,
         (None, None) => return Err(error(format!("{}: controller {} has no address", request.label, controller.id))),
     };
-    let namespaces = topology
-        .namespaces
+    // The other controllers of its NVM subsystem: the guest kernel brings them up too, as
+    // the dual-port cases' ports, each with its own namespace devices (native multipath
+    // off, so that a command sent through a port's device goes through that controller).
+    let siblings: Vec<&ControllerSpec> = topology
+        .controllers
         .iter()
-        .filter(|ns| !ns.detached)
-        .filter(|ns| ns.controller == controller.id || (ns.shared && controller.subsystem.is_some()))
-        .count();
+        .skip(1)
+        .filter(|c| controller.subsystem.is_some() && c.subsystem == controller.subsystem)
+        .collect();
+    // The generic nodes the guest waits for: every attached namespace of each of them.
+    let namespaces = std::iter::once(controller)
+        .chain(siblings.iter().copied())
+        .map(|c| {
+            topology
+                .namespaces
+                .iter()
+                .filter(|ns| !ns.detached)
+                .filter(|ns| ns.controller == c.id || (ns.shared && c.subsystem.is_some()))
+                .count()
+        })
+        .sum::<usize>();
 
     let mut files = Vec::new();
     let mut args = Vec::new();
@@ -564,12 +581,16 @@ fn plan(request: &GuestRequest) -> Result<Plan, GuestError> {
     files.push(("args".into(), list.into_bytes()));
     files.push(("controller".into(), format!("0000:00:{slot:02x}.0\n").into_bytes()));
     files.push(("namespaces".into(), format!("{namespaces}\n").into_bytes()));
+    if !siblings.is_empty() {
+        files.push(("multipath".into(), b"N\n".to_vec()));
+    }
     if !request.setup.is_empty() {
         let text: String = request.setup.iter().map(|s| format!("{}\n", s.line())).collect();
         files.push(("setup".into(), text.into_bytes()));
     }
     let needs_fio = request.setup.iter().any(|s| matches!(s, SetupStep::Bench(_)));
-    Ok(Plan { files, args, note, slot: format!("0000:00:{slot:02x}.0"), namespaces, needs_fio })
+    let ports = siblings.iter().map(|c| c.id.clone()).collect();
+    Ok(Plan { files, args, note, slot: format!("0000:00:{slot:02x}.0"), namespaces, ports, needs_fio })
 }
 
 /// The findings of `path` that apply to this lane (those without targets, and those
@@ -1116,10 +1137,19 @@ pub fn execute(request: &GuestRequest) -> Result<GuestOutcome, GuestError> {
     let image_time = started.elapsed();
     if request.echo {
         say!(
-            "{label}: booting Linux ({}) on QEMU, controller {} at {} with {} namespace(s)",
+            "{label}: booting Linux ({}) on QEMU, controller {} at {}{} with {} namespace device(s)",
             image.description,
             request.topology.controllers[0].id,
             plan.slot,
+            if plan.ports.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " and {} of its NVM subsystem (the ports; nvme_core multipath=N, a namespace device per \
+                     controller)",
+                    plan.ports.join(", ")
+                )
+            },
             plan.namespaces
         );
         if let Some(note) = &plan.note {
@@ -1391,6 +1421,19 @@ mod tests {
         }
         assert!(archive.starts_with(b"070701"));
         assert_eq!(archive.len() % 4, 0);
+    }
+
+    #[test]
+    fn two_controllers_of_one_subsystem_come_up_each_with_its_own_namespace_devices() {
+        let target = TopologyRef::Builtin("dual".into());
+        let p = plan(&GuestRequest::new(&target, vec![]).unwrap()).unwrap();
+        assert_eq!(p.ports, ["ctrl1"]);
+        // Shared namespaces 1 and 2 on each controller; 3 is detached.
+        assert_eq!(p.namespaces, 4);
+        let file = |name: &str| p.files.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone());
+        assert_eq!(file("multipath").as_deref(), Some(&b"N\n"[..]), "native multipath off");
+        let single = plan(&GuestRequest::new(&TopologyRef::Builtin("ns32".into()), vec![]).unwrap()).unwrap();
+        assert!(single.ports.is_empty() && !single.files.iter().any(|(n, _)| n == "multipath"));
     }
 
     #[test]
