@@ -258,6 +258,15 @@ pub trait Device {
         ))
     }
 
+    /// How many I/O queues a workload can have at once on port `port` (0: this
+    /// controller, `n`: [`Device::port`] `n - 1`): the queues the controller allocated
+    /// (Set Features Number of Queues, NVMe 1.4 §5.21.1.7, NSQA and NCQA). `None`: no
+    /// limit the target knows of (the kernel's io_uring queues are logical).
+    fn io_queue_limit(&self, port: usize) -> Option<usize> {
+        let _ = port;
+        None
+    }
+
     /// How many other controllers of the drive's NVM subsystem (the other ports of a
     /// dual-port drive, NVMe 1.4 §2.4.1 "Multi-Path I/O and Namespace Sharing") the
     /// target brought up beside this one, each reachable through [`Device::port`]. The

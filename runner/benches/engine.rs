@@ -212,7 +212,7 @@ impl Engine {
     }
 
     fn run_with(&mut self, job: Job, journal: &mut dyn Journal) -> Result<engine::Outcome, String> {
-        let work = Workload { jobs: vec![job], seed: SEED, drain: true };
+        let work = Workload::new(vec![job], SEED, true);
         let specs = [QueueSpec { depth: QUEUE_DEPTH as u32, priority: QueuePriority::Medium, port: 0 }];
         let mut io = self.device.queued_io(&specs).map_err(|e| e.to_string())?;
         let start = Instant::now();

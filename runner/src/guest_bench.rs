@@ -102,6 +102,7 @@ pub fn run(controller: &Path, nsid: u32, plan: BenchPlan, say: &mut dyn FnMut(&s
         )],
         seed: 0x6e76_7465_7374,
         drain: true,
+        queues: Vec::new(),
     };
     let filled = engine(&mut device, &fill, &mut map)?;
     say(&format!(
@@ -121,6 +122,7 @@ pub fn run(controller: &Path, nsid: u32, plan: BenchPlan, say: &mut dyn FnMut(&s
         )],
         seed: 0x6e76_7465_7374,
         drain: true,
+        queues: Vec::new(),
     };
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for round in 1..=plan.rounds {

@@ -91,3 +91,60 @@ fn a_job_deeper_than_mqes_runs_at_the_depth_a_queue_holds() {
         outcome.log
     );
 }
+
+/// Runs case `name` of suite `suite` on `profile` with `seed`.
+fn run_one(profile: Profile, suite: &str, name: &str, seed: u64) -> nvtest::verdict::CaseOutcome {
+    let target = format!("sim:{}", profile.name);
+    let device = nvtest::targets::open_sim(profile).unwrap_or_else(|e| panic!("{e}"));
+    let mut session = Session::with_device(target, device).unwrap_or_else(|e| panic!("{e}"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../suites/{suite}.yaml"));
+    let loaded = load_file(&path, Some(suite)).unwrap_or_else(|e| panic!("{e}"));
+    let case = loaded.cases.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("no case {name}"));
+    session.run_case(case, seed)
+}
+
+/// A drive that allocates a single I/O queue (Number of Queues, NSQA = NCQA = 1), which
+/// the driver already uses for its own commands: a campaign of four jobs runs with the
+/// four sharing that queue (the driver's own given up meanwhile), saying so, instead of
+/// being skipped for want of queues; with two queues, two jobs share each.
+#[test]
+fn jobs_share_the_queues_a_drive_allocated_when_it_allocated_fewer() {
+    for (queues, shared) in [
+        (1, vec!["queue 1 shared by small-blocks (depth 16), large-blocks (depth 16), small-reads (depth 8), large-reads (depth 8)"]),
+        (2, vec!["queue 1 shared by small-blocks (depth 16), small-reads (depth 8)", "queue 2 shared by large-blocks (depth 16), large-reads (depth 8)"]),
+    ] {
+        let mut profile = Profile::builtin("enterprise-1.4").unwrap();
+        profile.controller.max_io_queues = queues;
+        let outcome = run_one(profile, "hot-plug", "surprise-removal", 31);
+        assert_eq!(outcome.verdict, Verdict::Pass, "{queues} queue(s): {:#?}", outcome.log);
+        for line in shared {
+            assert!(
+                outcome.log.iter().any(|l| l.starts_with(&format!(
+                    "queues: port 1 allocated {queues} I/O queue(s) (Number of Queues) for 4 jobs: {line}"
+                ))),
+                "{queues} queue(s), `{line}`: {:#?}",
+                outcome.log
+            );
+        }
+    }
+    // Enough queues: a queue per job, nothing shared.
+    let outcome = run_one(Profile::builtin("enterprise-1.4").unwrap(), "hot-plug", "surprise-removal", 31);
+    assert_eq!(outcome.verdict, Verdict::Pass, "{:#?}", outcome.log);
+    assert!(!outcome.log.iter().any(|l| l.starts_with("queues: ")), "{:#?}", outcome.log);
+}
+
+/// Arbitration is between submission queues (NVMe 1.4 §4.13): jobs of different
+/// priorities never share one, so a drive with too few queues skips the weighted case,
+/// naming the queues it allocated.
+#[test]
+fn jobs_of_different_priorities_never_share_a_queue() {
+    let mut profile = Profile::builtin("enterprise-1.4").unwrap();
+    profile.controller.max_io_queues = 1;
+    let outcome = run_one(profile, "arbitration", "weighted-shares", 31);
+    match &outcome.verdict {
+        Verdict::Skipped(why) => {
+            assert!(why.contains("the controller allocated 1 (Set Features Number of Queues)"), "{why}")
+        }
+        other => panic!("expected a skip, got {other:?}: {:#?}", outcome.log),
+    }
+}

@@ -462,11 +462,16 @@ impl Controller {
         let ncqa = allocated.ncqr().saturating_add(1);
         self.queues_allocated = (nsqa, ncqa);
         let count = wanted.min(nsqa).min(ncqa);
-        // MQES is 0's based; a drive reporting 0 (one entry) gets the smallest legal queue.
         for qid in 1..=count {
-            self.create_queue_pair(qid, self.options.io_queue_depth, QueuePriority::Urgent)?;
+            self.create_own_queue(qid)?;
         }
         Ok(())
+    }
+
+    /// Creates I/O queue pair `qid` as the driver keeps it for its own commands
+    /// ([`Device::io`]): `io_queue_depth` entries, urgent priority.
+    pub(super) fn create_own_queue(&mut self, qid: u16) -> Result<(), DeviceError> {
+        self.create_queue_pair(qid, self.options.io_queue_depth, QueuePriority::Urgent)
     }
 
     /// Creates I/O queue pair `qid` (its CQ, then its SQ posting to it, with QPRIO
@@ -978,6 +983,11 @@ impl Device for Controller {
 
     fn port_count(&self) -> usize {
         self.ports.len()
+    }
+
+    fn io_queue_limit(&self, port: usize) -> Option<usize> {
+        let (nsqa, ncqa) = self.port_ref(port)?.queues_allocated();
+        Some(usize::from(nsqa.min(ncqa)))
     }
 
     fn set_ana_state(&mut self, anagrpid: u32, state: crate::spec::ana::AnaState) -> Result<(), DeviceError> {

@@ -6,6 +6,11 @@
 //! I/O Submission Queue, then Delete I/O Completion Queue, §5.6 / §5.5). A queue may be
 //! on another port of the drive ([`QueueSpec::port`]): each controller has its own queue
 //! identifiers, and the set reaches the others through the one it borrows.
+//!
+//! A controller that allocated no more queues than the driver already keeps for its own
+//! commands (Number of Queues, §5.21.1.7: a drive may allocate a single I/O queue) still
+//! runs a workload: the set takes over the driver's own idle queues (deletes them and
+//! creates its own with those identifiers) and creates them again when it is closed.
 
 use crate::device::{Data, DeviceError};
 use crate::driver::controller::Controller;
@@ -19,6 +24,9 @@ pub struct QueueSet<'a> {
     controller: &'a mut Controller,
     /// Per queue: its port (0: `controller`) and queue identifier there.
     qids: Vec<(usize, u16)>,
+    /// The driver's own queues the set took over (port, queue identifier), created again
+    /// when it closes.
+    taken_over: Vec<(usize, u16)>,
     closed: bool,
 }
 
@@ -26,7 +34,8 @@ impl<'a> QueueSet<'a> {
     /// Creates one queue pair per spec, with the lowest queue identifiers the controller
     /// allocated (Set Features Number of Queues) that are not in use.
     pub(super) fn open(controller: &'a mut Controller, specs: &[QueueSpec]) -> Result<QueueSet<'a>, DeviceError> {
-        let mut set = QueueSet { controller, qids: Vec::with_capacity(specs.len()), closed: false };
+        let mut set =
+            QueueSet { controller, qids: Vec::with_capacity(specs.len()), taken_over: Vec::new(), closed: false };
         for spec in specs {
             let port = spec.port;
             let taken: Vec<u16> = set.qids.iter().filter(|(p, _)| *p == port).map(|(_, q)| *q).collect();
@@ -34,17 +43,30 @@ impl<'a> QueueSet<'a> {
             let (nsqa, ncqa) = ctrl.queues_allocated();
             let limit = nsqa.min(ncqa);
             let in_use: Vec<u16> = ctrl.io.iter().map(|q| q.qid).collect();
-            let Some(qid) = (1..=limit).find(|q| !in_use.contains(q) && !taken.contains(q)) else {
-                let wanted = specs.iter().filter(|s| s.port == port).count();
-                return Err(DeviceError::Unsupported(format!(
-                    "the workload needs {wanted} I/O queues of its own on port {}; the controller allocated \
-                     {limit} (Set Features Number of Queues) and {} are in use",
-                    port + 1,
-                    in_use.len()
-                )));
+            let free = (1..=limit).find(|q| !in_use.contains(q) && !taken.contains(q));
+            // None free: one of the driver's own queues, idle while the set holds the controller.
+            let own = || ctrl.io.iter().find(|q| !taken.contains(&q.qid) && q.outstanding() == 0).map(|q| q.qid);
+            let (qid, took) = match (free, own()) {
+                (Some(qid), _) => (qid, false),
+                (None, Some(qid)) => {
+                    ctrl.delete_queue_pair(qid)?;
+                    (qid, true)
+                }
+                (None, None) => {
+                    let wanted = specs.iter().filter(|s| s.port == port).count();
+                    return Err(DeviceError::Unsupported(format!(
+                        "the workload needs {wanted} I/O queues of its own on port {}; the controller allocated \
+                         {limit} (Set Features Number of Queues)",
+                        port + 1
+                    )));
+                }
             };
             // One entry more than the depth: a full queue keeps one entry empty (§4.1.2).
-            ctrl.create_queue_pair(qid, spec.depth.saturating_add(1), spec.priority)?;
+            let created = ctrl.create_queue_pair(qid, spec.depth.saturating_add(1), spec.priority);
+            if took {
+                set.taken_over.push((port, qid));
+            }
+            created?;
             set.qids.push((port, qid));
         }
         Ok(set)
@@ -85,11 +107,17 @@ impl<'a> QueueSet<'a> {
         Ok(())
     }
 
+    /// Deletes the set's queues, then creates the driver's own queues it took over again.
     fn delete_all(&mut self) -> Result<(), DeviceError> {
         self.closed = true;
         let mut first_error = None;
         for (port, qid) in std::mem::take(&mut self.qids) {
             if let Err(e) = self.controller_of(port).and_then(|c| c.delete_queue_pair(qid)) {
+                first_error.get_or_insert(e);
+            }
+        }
+        for (port, qid) in std::mem::take(&mut self.taken_over) {
+            if let Err(e) = self.controller_of(port).and_then(|c| c.create_own_queue(qid)) {
                 first_error.get_or_insert(e);
             }
         }
@@ -184,6 +212,8 @@ impl QueuedIo for QueueSet<'_> {
         // The queues go with the power: nothing is deleted, the controller forgets them.
         self.closed = true;
         self.qids.clear();
+        // The driver's own queues come back when the controller is brought up again.
+        self.taken_over.clear();
         self.controller.power_off(seed)
     }
 
@@ -194,6 +224,7 @@ impl QueuedIo for QueueSet<'_> {
     fn abandon(mut self: Box<Self>) {
         self.closed = true;
         self.qids.clear();
+        self.taken_over.clear();
         self.controller.lost();
     }
 }

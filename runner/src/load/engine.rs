@@ -194,6 +194,8 @@ pub struct Progress {
 
 #[derive(Debug)]
 struct Pending {
+    /// The job that submitted it.
+    job: usize,
     op: Op,
     nsid: u32,
     lba: u64,
@@ -296,6 +298,11 @@ struct JobState {
 struct Run<'m> {
     jobs: Vec<Job>,
     states: Vec<JobState>,
+    /// The queue of each job ([`Workload::queue_of`]).
+    queue_of: Vec<usize>,
+    /// Commands of each job submitted and not completed: a job keeps at most its depth
+    /// in flight, whichever queue it shares.
+    in_flight: Vec<usize>,
     /// Per queue, per CID.
     pending: Vec<Vec<Option<Pending>>>,
     /// Data-changing commands in flight: per NSID, first LBA → (end, queue, CID).
@@ -313,7 +320,7 @@ struct Run<'m> {
     start: u64,
 }
 
-/// Runs `work` on `io` (queue `i` for job `i`), judging against and updating `map`,
+/// Runs `work` on `io` (each job on its queue, [`Workload::queue_of`]), judging against and updating `map`,
 /// telling `journal` of every write. `cancel` is asked now and then whether to stop
 /// (its reason ends the run as [`EngineError::Cancelled`]).
 pub fn run(
@@ -373,7 +380,7 @@ pub fn run_during(
         // After a removal the host, not told, goes on only while it has nothing in
         // flight: a command it sends then is what it finds the drive gone with (QEMU
         // completes everything in flight as the function leaves).
-        let idle_host = removed_at.is_some() && (0..run.jobs.len()).all(|q| io.outstanding(q) == 0);
+        let idle_host = removed_at.is_some() && (0..run.pending.len()).all(|q| io.outstanding(q) == 0);
         if removed_at.is_none() || idle_host {
             if let Err(e) = run.submit_due(io, now, journal) {
                 break Err(e);
@@ -393,7 +400,7 @@ pub fn run_during(
         let now = io.now_ns();
         let mut reaped = 0;
         let mut failed = None;
-        for q in 0..run.jobs.len() {
+        for q in 0..run.pending.len() {
             let mut handle = |r: Reaped<'_>| run.complete(q, r, now, journal);
             match io.poll(q, &mut handle) {
                 Ok(n) => reaped += n,
@@ -419,12 +426,12 @@ pub fn run_during(
         if reaped > 0 && run.completed / 4096 != (run.completed - reaped as u64) / 4096 {
             progress(Progress { elapsed_ns: now - start, completed: run.completed });
         }
-        let outstanding: usize = (0..run.jobs.len()).map(|q| io.outstanding(q)).sum();
+        let outstanding: usize = (0..run.pending.len()).map(|q| io.outstanding(q)).sum();
         if run.states.iter().all(|s| s.ended) && (outstanding == 0 || !work.drain) {
             break Ok(());
         }
         if reaped == 0 {
-            let mut deadline = run.next_due(io, now);
+            let mut deadline = run.next_due(now);
             if let Some(after) = stop.at() {
                 deadline = deadline.min(start.saturating_add(after));
             }
@@ -446,15 +453,37 @@ pub fn run_during(
 }
 
 fn check(io: &dyn QueuedIo, work: &Workload) -> Result<(), EngineError> {
-    if io.queue_count() != work.jobs.len() {
+    if !work.queues.is_empty() && work.queues.len() != work.jobs.len() {
         return Err(EngineError::Setup(format!(
-            "{} jobs need {} queues; the target gave {}",
+            "{} jobs but a queue given for {}",
             work.jobs.len(),
+            work.queues.len()
+        )));
+    }
+    let queues = work.queue_count();
+    if io.queue_count() != queues {
+        return Err(EngineError::Setup(format!(
+            "{} jobs need {queues} queues; the target gave {}",
             work.jobs.len(),
             io.queue_count()
         )));
     }
-    for (q, job) in work.jobs.iter().enumerate() {
+    for q in 0..queues {
+        let jobs: Vec<&Job> = (0..work.jobs.len()).filter(|&j| work.queue_of(j) == q).map(|j| &work.jobs[j]).collect();
+        let depth: usize = jobs.iter().map(|j| j.queue_depth as usize).sum();
+        if jobs.is_empty() {
+            return Err(EngineError::Setup(format!("queue {q} has no job")));
+        }
+        if io.capacity(q) < depth {
+            let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+            return Err(EngineError::Setup(format!(
+                "job {}: queue depth {depth} but its queue holds {}",
+                names.join(" + "),
+                io.capacity(q)
+            )));
+        }
+    }
+    for job in &work.jobs {
         let ns = &job.namespace;
         if job.blocks == 0 || job.first_lba.checked_add(job.blocks).is_none_or(|end| end > ns.nsze) {
             return Err(EngineError::Setup(format!(
@@ -476,13 +505,8 @@ fn check(io: &dyn QueuedIo, work: &Workload) -> Result<(), EngineError> {
                 job.mix.total()
             )));
         }
-        if io.capacity(q) < job.queue_depth as usize || job.queue_depth == 0 {
-            return Err(EngineError::Setup(format!(
-                "job {}: queue depth {} but its queue holds {}",
-                job.name,
-                job.queue_depth,
-                io.capacity(q)
-            )));
+        if job.queue_depth == 0 {
+            return Err(EngineError::Setup(format!("job {}: queue depth 0", job.name)));
         }
         BlockSize::new(ns.block_size as u32).map_err(|e| EngineError::Setup(format!("job {}: {e}", job.name)))?;
     }
@@ -511,10 +535,12 @@ impl<'m> Run<'m> {
                 scratch: Vec::new(),
             })
             .collect();
-        let pending = (0..work.jobs.len()).map(|q| (0..io.capacity(q) + 1).map(|_| None).collect()).collect();
+        let pending = (0..work.queue_count()).map(|q| (0..io.capacity(q) + 1).map(|_| None).collect()).collect();
         Run {
             jobs: work.jobs.clone(),
             states,
+            queue_of: (0..work.jobs.len()).map(|j| work.queue_of(j)).collect(),
+            in_flight: vec![0; work.jobs.len()],
             pending,
             changing: BTreeMap::new(),
             map,
@@ -577,7 +603,7 @@ impl<'m> Run<'m> {
 
     /// The earliest time something is due: a rate-limited job's next command or a job's
     /// end; `u64::MAX` when only completions can move things on.
-    fn next_due(&self, io: &dyn QueuedIo, now: u64) -> u64 {
+    fn next_due(&self, now: u64) -> u64 {
         let mut at = u64::MAX;
         for (j, s) in self.states.iter().enumerate() {
             if s.ended {
@@ -588,7 +614,7 @@ impl<'m> Run<'m> {
             if let Some(end) = s.end_ns.filter(|&end| end > now) {
                 at = at.min(end);
             }
-            if io.outstanding(j) < self.jobs[j].queue_depth as usize {
+            if self.in_flight[j] < self.jobs[j].queue_depth as usize {
                 if let Some(due) = self.due(j, self.start_ns(j)) {
                     at = at.min(due.max(now));
                 }
@@ -605,7 +631,7 @@ impl<'m> Run<'m> {
     fn submit_due(&mut self, io: &mut dyn QueuedIo, now: u64, journal: &mut dyn Journal) -> Result<(), EngineError> {
         for j in 0..self.jobs.len() {
             let mut rung = false;
-            while !self.states[j].ended && io.outstanding(j) < self.jobs[j].queue_depth as usize {
+            while !self.states[j].ended && self.in_flight[j] < self.jobs[j].queue_depth as usize {
                 let ended = match (self.jobs[j].end, self.states[j].end_ns) {
                     (End::Commands(n), _) => self.states[j].submitted >= n,
                     (_, Some(end)) => now >= end,
@@ -624,7 +650,7 @@ impl<'m> Run<'m> {
                 rung = true;
             }
             if rung {
-                io.ring(j)?;
+                io.ring(self.queue_of[j])?;
             }
         }
         Ok(())
@@ -639,6 +665,7 @@ impl<'m> Run<'m> {
         now: u64,
         journal: &mut dyn Journal,
     ) -> Result<bool, EngineError> {
+        let q = self.queue_of[j];
         let job = &self.jobs[j];
         let (ns, rate) = (job.namespace, job.rate);
         let state = &mut self.states[j];
@@ -674,6 +701,7 @@ impl<'m> Run<'m> {
         }
         let bytes = n * ns.block_size;
         let mut pending = Pending {
+            job: j,
             op,
             nsid: ns.nsid,
             lba,
@@ -698,7 +726,7 @@ impl<'m> Run<'m> {
                     }
                 }
                 io.submit(
-                    j,
+                    q,
                     nvm::read(ns.nsid, lba, (n - 1) as u16),
                     Transfer::FromDevice(bytes as usize),
                     Transfer::None,
@@ -712,7 +740,7 @@ impl<'m> Run<'m> {
                 state.scratch.resize(bytes as usize, 0);
                 fill_blocks(&mut state.scratch, &tag).map_err(|e| EngineError::Setup(e.to_string()))?;
                 let cmd = nvm::write(ns.nsid, lba, (n - 1) as u16, fua);
-                let cid = io.submit(j, cmd, Transfer::ToDevice(&state.scratch), Transfer::None)?;
+                let cid = io.submit(q, cmd, Transfer::ToDevice(&state.scratch), Transfer::None)?;
                 self.raced_by(&pending, Expectation::Written { generation, seed: self.seed });
                 cid
             }
@@ -724,14 +752,14 @@ impl<'m> Run<'m> {
                 let range = DsmRange::encode_list(&[DsmRange::new(lba, n as u32)]);
                 let cmd = nvm::dataset_management(ns.nsid, 1, DsmAttributes::new().with_ad(true))
                     .map_err(|e| EngineError::Setup(e.to_string()))?;
-                let cid = io.submit(j, cmd, Transfer::ToDevice(&range), Transfer::None)?;
+                let cid = io.submit(q, cmd, Transfer::ToDevice(&range), Transfer::None)?;
                 let states = pending.new_states.clone();
                 for s in states {
                     self.raced_by_segment(&pending, s);
                 }
                 cid
             }
-            Op::Flush => io.submit(j, nvm::flush(ns.nsid), Transfer::None, Transfer::None)?,
+            Op::Flush => io.submit(q, nvm::flush(ns.nsid), Transfer::None, Transfer::None)?,
         };
         let state = &mut self.states[j];
         state.submitted += 1;
@@ -744,12 +772,13 @@ impl<'m> Run<'m> {
         }
         if op.changes_data() {
             journal.submitted(&pending.record());
-            self.changing.entry(ns.nsid).or_default().insert(lba, (lba + n, j, cid));
+            self.changing.entry(ns.nsid).or_default().insert(lba, (lba + n, q, cid));
         }
-        let slot = self.pending[j].get_mut(cid as usize).ok_or_else(|| {
-            EngineError::Device(DeviceError::Driver(format!("queue {j} handed out CID {cid} beyond its capacity")))
+        let slot = self.pending[q].get_mut(cid as usize).ok_or_else(|| {
+            EngineError::Device(DeviceError::Driver(format!("queue {q} handed out CID {cid} beyond its capacity")))
         })?;
         *slot = Some(pending);
+        self.in_flight[j] += 1;
         Ok(true)
     }
 
@@ -777,17 +806,19 @@ impl<'m> Run<'m> {
         let Some(p) = self.pending.get_mut(q).and_then(|s| s.get_mut(cid)).and_then(Option::take) else {
             return;
         };
+        let j = p.job;
+        self.in_flight[j] = self.in_flight[j].saturating_sub(1);
         self.completed += 1;
         let status = r.completion.status();
-        let block_size = self.jobs[q].namespace.block_size;
+        let block_size = self.jobs[j].namespace.block_size;
         if !status.is_success() {
             self.outcome.failed_count += 1;
             if self.outcome.failed.len() < KEPT {
-                self.outcome.failed.push(FailedCommand { job: self.jobs[q].name.clone(), what: p.what(), status });
+                self.outcome.failed.push(FailedCommand { job: self.jobs[j].name.clone(), what: p.what(), status });
             }
         }
         match p.op {
-            Op::Read if status.is_success() => self.judge_read(q, &p, r.data),
+            Op::Read if status.is_success() => self.judge_read(j, &p, r.data),
             Op::Write | Op::Deallocate => {
                 self.before_change(&p);
                 if let Some(m) = self.changing.get_mut(&p.nsid) {
@@ -810,12 +841,12 @@ impl<'m> Run<'m> {
         if self.outcome.longest.as_ref().is_none_or(|l| latency > l.latency_ns) {
             self.outcome.longest = Some(Longest {
                 latency_ns: latency,
-                job: self.jobs[q].name.clone(),
+                job: self.jobs[j].name.clone(),
                 what: p.what(),
                 submitted_ns: p.submitted_ns - self.start,
             });
         }
-        let state = &mut self.states[q];
+        let state = &mut self.states[j];
         let counted =
             if self.by_completion { self.warmup_commands.is_none() } else { p.submitted_ns >= state.warmup_end_ns };
         if counted {
@@ -856,8 +887,9 @@ impl<'m> Run<'m> {
         }
     }
 
-    fn judge_read(&mut self, q: usize, p: &Pending, data: &[u8]) {
-        let ns = self.jobs[q].namespace;
+    /// Judges a read of job `j`.
+    fn judge_read(&mut self, j: usize, p: &Pending, data: &[u8]) {
+        let ns = self.jobs[j].namespace;
         let Ok(size) = BlockSize::new(ns.block_size as u32) else {
             return;
         };
@@ -874,7 +906,7 @@ impl<'m> Run<'m> {
             self.outcome.torn_read_count += 1;
             if self.outcome.torn_reads.len() < KEPT {
                 self.outcome.torn_reads.push(WrongRead {
-                    job: self.jobs[q].name.clone(),
+                    job: self.jobs[j].name.clone(),
                     what: p.what(),
                     mismatch,
                     raced: true,
@@ -885,7 +917,7 @@ impl<'m> Run<'m> {
             self.outcome.wrong_read_count += 1;
             if self.outcome.wrong_reads.len() < KEPT {
                 self.outcome.wrong_reads.push(WrongRead {
-                    job: self.jobs[q].name.clone(),
+                    job: self.jobs[j].name.clone(),
                     what: p.what(),
                     mismatch,
                     raced: !p.alternatives.is_empty(),
@@ -935,7 +967,7 @@ impl<'m> Run<'m> {
 
     fn finish(mut self, start: u64, end: u64) -> Outcome {
         // What was in flight: reported, and its blocks forgotten (old or new, unknown).
-        for (q, slots) in self.pending.iter_mut().enumerate() {
+        for slots in &mut self.pending {
             for p in slots.iter_mut().filter_map(Option::take) {
                 if p.op.changes_data() {
                     match p.op {
@@ -944,7 +976,7 @@ impl<'m> Run<'m> {
                     }
                 }
                 self.outcome.in_flight_at_stop.push(InFlight {
-                    job: self.jobs[q].name.clone(),
+                    job: self.jobs[p.job].name.clone(),
                     op: p.op,
                     nsid: p.nsid,
                     first_lba: p.lba,
@@ -1107,6 +1139,7 @@ mod tests {
             ],
             seed: 3,
             drain: true,
+            queues: Vec::new(),
         };
         let mut io = FakeIo::new(512, &[16, 16], 9);
         let (mut map, mut journal) = (HostMap::default(), MemoryJournal::default());
@@ -1120,13 +1153,48 @@ mod tests {
         assert!(out.in_flight_at_stop.is_empty() && !out.stopped_early);
     }
 
+    /// Three jobs on two queues (a drive that allocated fewer queues than the jobs):
+    /// each job keeps its own depth in flight on the queue it shares, every completion
+    /// is counted for the job that submitted it, and the racing reads are judged right.
+    #[test]
+    fn jobs_sharing_a_queue_each_keep_their_depth_and_their_own_figures() {
+        let mix = Mix { read: 50, write: 40, deallocate: 5, flush: 5 };
+        let mut work = Workload::new(
+            vec![
+                job("a", mix, Pattern::Random, 64, End::Commands(3000)),
+                job("b", mix, Pattern::Sequential, 64, End::Commands(2000)),
+                job("c", Mix::READ, Pattern::Random, 64, End::Commands(1000)),
+            ],
+            5,
+            true,
+        );
+        work.queues = vec![0, 0, 1];
+        // Queue 0 holds a's and b's 16 each; 1 holds c's.
+        let mut io = FakeIo::new(512, &[32, 16], 9);
+        let (mut map, mut journal) = (HostMap::default(), MemoryJournal::default());
+        let out = run_on(&mut io, &work, &mut map, &mut journal);
+        assert_eq!(out.wrong_read_count, 0, "{:?}", out.wrong_reads);
+        assert_eq!(out.failed_count, 0);
+        let counted: Vec<(String, u64)> =
+            out.jobs.iter().map(|j| (j.job.clone(), j.ops.iter().map(|o| o.commands).sum())).collect();
+        assert_eq!(counted, [("a".into(), 3000), ("b".into(), 2000), ("c".into(), 1000)]);
+        assert!(out.in_flight_at_stop.is_empty() && !out.stopped_early);
+
+        // Two jobs of depth 16 do not fit a shared queue of 16.
+        let mut io = FakeIo::new(512, &[16, 16], 9);
+        let e = run(&mut io, &work, &mut HostMap::default(), &mut journal, Stop::AtEnd, &|| None, &mut |_| {});
+        assert!(
+            matches!(&e, Err(EngineError::Setup(m)) if m == "job a + b: queue depth 32 but its queue holds 16"),
+            "{e:?}"
+        );
+    }
+
     /// A write that lands after its completion was posted: a read sent after the
     /// completion returns the old generation, and the engine says so.
     #[test]
     fn a_read_of_the_previous_generation_after_the_write_completed_is_wrong() {
         let mix = Mix { read: 50, write: 50, deallocate: 0, flush: 0 };
-        let work =
-            Workload { jobs: vec![job("a", mix, Pattern::Random, 32, End::Commands(2000))], seed: 5, drain: true };
+        let work = Workload::new(vec![job("a", mix, Pattern::Random, 32, End::Commands(2000))], 5, true);
         let mut io = FakeIo::new(512, &[16], 1);
         io.late_writes_ns = 500_000;
         let mut map = HostMap::default();
@@ -1142,7 +1210,7 @@ mod tests {
     fn a_time_end_passing_while_the_queue_is_full_waits_for_completions() {
         let mix = Mix { read: 70, write: 30, deallocate: 0, flush: 0 };
         let j = job("t", mix, Pattern::Random, 4096, End::Time(Duration::from_micros(50)));
-        let work = Workload { jobs: vec![j], seed: 3, drain: true };
+        let work = Workload::new(vec![j], 3, true);
         let mut io = FakeIo::new(512, &[16], 4);
         let out = run_on(&mut io, &work, &mut HostMap::default(), &mut crate::load::NoJournal);
         assert!(!out.stopped_early && out.jobs[0].ops.iter().map(|o| o.commands).sum::<u64>() >= 16, "{out:?}");
@@ -1153,8 +1221,7 @@ mod tests {
     #[test]
     fn an_action_during_the_run_happens_once_with_commands_in_flight() {
         let mix = Mix { read: 50, write: 50, deallocate: 0, flush: 0 };
-        let work =
-            Workload { jobs: vec![job("a", mix, Pattern::Random, 1024, End::Commands(5000))], seed: 9, drain: true };
+        let work = Workload::new(vec![job("a", mix, Pattern::Random, 1024, End::Commands(5000))], 9, true);
         let mut io = FakeIo::new(512, &[16], 3);
         let mut seen = Vec::new();
         let mut action = |io: &mut dyn QueuedIo| {
@@ -1185,8 +1252,7 @@ mod tests {
     #[test]
     fn the_same_seed_gives_the_same_figures() {
         let mix = Mix { read: 70, write: 30, deallocate: 0, flush: 0 };
-        let work =
-            Workload { jobs: vec![job("a", mix, Pattern::Random, 4096, End::Commands(3000))], seed: 11, drain: true };
+        let work = Workload::new(vec![job("a", mix, Pattern::Random, 4096, End::Commands(3000))], 11, true);
         let once = || {
             let mut io = FakeIo::new(512, &[16], 2);
             run_on(&mut io, &work, &mut HostMap::default(), &mut crate::load::NoJournal).jobs
@@ -1198,7 +1264,7 @@ mod tests {
     fn a_rate_limit_is_kept_on_the_clock_and_a_time_end_ends_the_job() {
         let mut j = job("r", Mix::READ, Pattern::Random, 4096, End::Time(Duration::from_millis(100)));
         j.rate = Some(Rate::Iops(10_000));
-        let work = Workload { jobs: vec![j], seed: 1, drain: true };
+        let work = Workload::new(vec![j], 1, true);
         let mut io = FakeIo::new(512, &[16], 2);
         let out = run_on(&mut io, &work, &mut HostMap::default(), &mut crate::load::NoJournal);
         let read = out.jobs[0].op(Op::Read).unwrap();
@@ -1212,6 +1278,7 @@ mod tests {
             jobs: vec![job("w", Mix::WRITE, Pattern::Sequential, 4096, End::Commands(u64::MAX))],
             seed: 1,
             drain: true,
+            queues: Vec::new(),
         };
         let mut io = FakeIo::new(512, &[16], 2);
         let mut journal = MemoryJournal::default();
@@ -1236,6 +1303,7 @@ mod tests {
             ],
             seed: 4,
             drain: false,
+            queues: Vec::new(),
         };
         let stop = Stop::AfterCommands { warmup: 500, measured: 3000, bound_ns: 10_000_000_000 };
         let mut io = FakeIo::new(512, &[16, 16], 6);
@@ -1266,12 +1334,12 @@ mod tests {
     fn a_workload_that_does_not_fit_is_refused_before_anything_is_sent() {
         let mut j = job("x", Mix::READ, Pattern::Random, 8192, End::Commands(1));
         let mut io = FakeIo::new(512, &[16], 2);
-        let work = Workload { jobs: vec![j.clone()], seed: 1, drain: true };
+        let work = Workload::new(vec![j.clone()], 1, true);
         let e = refused(&mut io, &work);
         assert!(e.to_string().contains("do not fit NSID 1"), "{e}");
         j.blocks = 64;
         j.mix = Mix { read: 50, write: 0, deallocate: 0, flush: 0 };
-        let work = Workload { jobs: vec![j], seed: 1, drain: true };
+        let work = Workload::new(vec![j], 1, true);
         let e = refused(&mut io, &work);
         assert!(e.to_string().contains("adds up to 50%"), "{e}");
     }

@@ -165,6 +165,28 @@ pub struct Workload {
     /// Whether to wait for commands in flight when every job has ended (always, unless
     /// the workload is stopped early with [`crate::load::Stop`]).
     pub drain: bool,
+    /// The queue each job submits to, by job (the queues a [`QueuedIo`] was opened with,
+    /// from 0); jobs sharing a queue share its entries. Empty: job `i` on queue `i`.
+    ///
+    /// [`QueuedIo`]: nvme::queued::QueuedIo
+    pub queues: Vec<usize>,
+}
+
+impl Workload {
+    /// `jobs`, each on a queue of its own.
+    pub fn new(jobs: Vec<Job>, seed: u64, drain: bool) -> Self {
+        Workload { jobs, seed, drain, queues: Vec::new() }
+    }
+
+    /// The queue of job `j`.
+    pub fn queue_of(&self, j: usize) -> usize {
+        self.queues.get(j).copied().unwrap_or(j)
+    }
+
+    /// How many queues the jobs use.
+    pub fn queue_count(&self) -> usize {
+        (0..self.jobs.len()).map(|j| self.queue_of(j) + 1).max().unwrap_or(0)
+    }
 }
 
 /// SplitMix64: the engine's draws (LBAs, sizes, operations), deterministic per seed.

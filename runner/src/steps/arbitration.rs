@@ -238,7 +238,7 @@ fn shares(ctx: &mut CaseContext<'_>, check: Check) -> StepResult {
             warmup: Duration::ZERO,
         })
         .collect();
-    let work = Workload { jobs, seed: ctx.seed, drain: false };
+    let work = Workload::new(jobs, ctx.seed, false);
     let specs: Vec<QueueSpec> =
         work.jobs.iter().map(|j| QueueSpec { depth, priority: j.priority, port: j.port }).collect();
     let load = format!(

@@ -45,8 +45,8 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, f: &FirmwareUpdate) -> StepResult
         None => DEFAULT_COMMIT_AFTER_MS,
         Some(p) => super::resolve::param(p)?,
     };
-    let work = Workload { jobs, seed: ctx.seed, drain: true };
-    let specs = work.jobs.iter().map(|j| j.queue_spec()).collect();
+    let mut work = Workload::new(jobs, ctx.seed, true);
+    let specs = workload::fit_queues(ctx, &mut work);
     ctx.log.push(format!("load: {}; the commit {after} ms into it", workload::describe(&work)));
     Ok(Some(ActivationLoad { work, specs, commit_after_ns: after.saturating_mul(1_000_000) }))
 }

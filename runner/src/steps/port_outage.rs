@@ -43,8 +43,8 @@ pub fn port_outage(ctx: &mut CaseContext<'_>, o: &PortOutage) -> StepResult {
     for job in &o.jobs {
         jobs.push(workload::build(ctx, job)?);
     }
-    let work = Workload { jobs, seed: ctx.seed, drain: true };
-    let specs: Vec<QueueSpec> = work.jobs.iter().map(|j| j.queue_spec()).collect();
+    let mut work = Workload::new(jobs, ctx.seed, true);
+    let specs: Vec<QueueSpec> = workload::fit_queues(ctx, &mut work);
     let down_after = super::resolve::param(&o.down_after_ms)?;
     ctx.log.push(format!(
         "load through port 1: {}; port {port} (CNTLID {}) goes down {down_after} ms into it",

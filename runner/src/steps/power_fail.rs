@@ -145,7 +145,10 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
             Survival::Completed(why) => format!("every completed write ({why})"),
         }
     ));
-    let specs: Vec<QueueSpec> = jobs.iter().map(|j| j.queue_spec()).collect();
+    // The queues are planned once: every cycle's workload runs on the same plan.
+    let mut plan = Workload::new(jobs, ctx.seed, true);
+    let specs: Vec<QueueSpec> = super::workload::fit_queues(ctx, &mut plan);
+    let (jobs, queues) = (plan.jobs, plan.queues);
     let mut floor = std::mem::take(&mut ctx.map);
     let mut tally = Tally::default();
     let bar = progress_bar(cycles);
@@ -163,7 +166,8 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
         for cycle in 1..=cycles as u64 {
             let cycle_seed = draws.next_u64();
             let cut_at = 1 + Draws::new(cycle_seed).below(cut_within_ns);
-            let work = Workload { jobs: jobs.clone(), seed: cycle_seed, drain: shutdown || surprise };
+            let mut work = Workload::new(jobs.clone(), cycle_seed, shutdown || surprise);
+            work.queues = queues.clone();
             let mut map = floor.clone();
             let mut ledger = Ledger::default();
             let smart_before = smart_log(ctx, "before the cut")?;

@@ -87,8 +87,8 @@ fn run_jobs(
     if let Some((q, c)) = claim {
         apply_claim(ctx, &mut built, q, c)?;
     }
-    let work = Workload { jobs: built, seed: ctx.seed, drain: true };
-    let specs: Vec<QueueSpec> = work.jobs.iter().map(|j| j.queue_spec()).collect();
+    let mut work = Workload::new(built, ctx.seed, true);
+    let specs = fit_queues(ctx, &mut work);
     ctx.log.push(format!("workload: {}", describe(&work)));
     let deadline = ctx.deadline;
     let mut map = std::mem::take(&mut ctx.map);
@@ -274,6 +274,73 @@ pub(super) fn outcome_of(
         Err(EngineError::Device(e)) => Err(e.into()),
         Err(e) => Err(StepError::Error(e.to_string())),
     }
+}
+
+/// The queues for `work`'s jobs, each job's queue set in `work.queues`: a queue per job
+/// where the drive allocated enough (Set Features Number of Queues, NVMe 1.4 §5.21.1.7;
+/// [`nvme::device::Device::io_queue_limit`]). Where it allocated fewer on a port, the
+/// port's jobs share its queues in turn, when they all ask for one priority (QPRIO only
+/// matters between queues, §4.13); a shared queue holds the depths of its jobs added up,
+/// each job cut in proportion where that exceeds CAP.MQES. The log says what was used.
+/// Jobs of several priorities keep a queue each (the target then refuses, naming why).
+pub(super) fn fit_queues(ctx: &mut CaseContext<'_>, work: &mut Workload) -> Vec<QueueSpec> {
+    work.queues.clear();
+    // Per job, (port, its queue among the port's).
+    let mut placed: Vec<(usize, usize)> = Vec::with_capacity(work.jobs.len());
+    let mut shared = false;
+    for (j, job) in work.jobs.iter().enumerate() {
+        let on_port: Vec<usize> = (0..work.jobs.len()).filter(|&k| work.jobs[k].port == job.port).collect();
+        let rank = on_port.iter().position(|&k| k == j).unwrap_or(0);
+        let limit = ctx.device.io_queue_limit(job.port).filter(|&l| l > 0);
+        let one_priority = on_port.iter().all(|&k| work.jobs[k].priority == job.priority);
+        match limit {
+            Some(limit) if on_port.len() > limit && one_priority => {
+                shared = true;
+                placed.push((job.port, rank % limit));
+            }
+            _ => placed.push((job.port, rank)),
+        }
+    }
+    if !shared {
+        return work.jobs.iter().map(|j| j.queue_spec()).collect();
+    }
+    // Queues numbered in the order their first job comes.
+    let mut queues: Vec<(usize, usize)> = Vec::new();
+    for p in &placed {
+        if !queues.contains(p) {
+            queues.push(*p);
+        }
+    }
+    work.queues = placed.iter().map(|p| queues.iter().position(|q| q == p).unwrap_or(0)).collect();
+    let mqes = ctx.facts.mqes.filter(|&m| m > 0).map(u32::from);
+    let mut specs = Vec::with_capacity(queues.len());
+    for (q, &(port, _)) in queues.iter().enumerate() {
+        let members: Vec<usize> = (0..work.jobs.len()).filter(|&j| work.queues[j] == q).collect();
+        let wanted: u32 = members.iter().map(|&j| work.jobs[j].queue_depth).sum();
+        if let Some(mqes) = mqes.filter(|&m| wanted > m) {
+            for &j in &members {
+                let job = &mut work.jobs[j];
+                job.queue_depth = (u64::from(job.queue_depth) * u64::from(mqes) / u64::from(wanted)).max(1) as u32;
+            }
+        }
+        let depth: u32 = members.iter().map(|&j| work.jobs[j].queue_depth).sum();
+        let names: Vec<String> =
+            members.iter().map(|&j| format!("{} (depth {})", work.jobs[j].name, work.jobs[j].queue_depth)).collect();
+        let limit = ctx.device.io_queue_limit(port).unwrap_or(0);
+        ctx.log.push(format!(
+            "queues: port {} allocated {limit} I/O queue(s) (Number of Queues) for {} jobs: queue {} shared by {}{}",
+            port + 1,
+            work.jobs.iter().filter(|j| j.port == port).count(),
+            q + 1,
+            names.join(", "),
+            match mqes {
+                Some(m) if wanted > m => format!(" (depths cut to fit CAP.MQES {m}: {wanted} asked)"),
+                _ => String::new(),
+            }
+        ));
+        specs.push(QueueSpec { depth, priority: work.jobs[members[0]].priority, port });
+    }
+    specs
 }
 
 /// The outcome's figures and tallies in the case's log, each line led by `label`.

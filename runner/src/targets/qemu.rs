@@ -176,6 +176,10 @@ impl Device for QemuDevice {
         self.controller.port_count()
     }
 
+    fn io_queue_limit(&self, port: usize) -> Option<usize> {
+        self.controller.io_queue_limit(port)
+    }
+
     fn port(&mut self, index: usize) -> Option<&mut dyn Device> {
         self.controller.port(index)
     }
