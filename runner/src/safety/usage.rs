@@ -22,6 +22,7 @@
 //! - the root filesystem: a drive holding `/` is always refused.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::Path;
@@ -124,10 +125,11 @@ pub fn in_use(host: &Host, members: &[Member]) -> Vec<String> {
         note(line);
     }
     for (pid, comm) in &procs {
-        let lines = descriptors(host, members, *pid, comm)
+        let (open, rings) = descriptors(host, members, *pid, comm);
+        let lines = open
             .into_iter()
             .chain(mappings(host, members, *pid, comm))
-            .chain(ring_files(host, members, *pid, comm));
+            .chain(ring_files(host, members, *pid, comm, &rings));
         for line in lines {
             note(line);
         }
@@ -138,20 +140,15 @@ pub fn in_use(host: &Host, members: &[Member]) -> Vec<String> {
 /// What a descriptor link of an io_uring ring reads as.
 const IO_URING: &str = "anon_inode:[io_uring]";
 
-/// The files registered with the io_uring rings process `pid` has open: each ring's
-/// fdinfo lists them (`UserFiles:` then `  N: NAME`, the file's name alone). A name of a
-/// device of the drive counts; a ring whose files the kernel did not list (it lists them
-/// only when the ring is not busy) is re-read, and counts if it stays unlisted.
-fn ring_files(host: &Host, members: &[Member], pid: u32, comm: &str) -> Vec<String> {
-    let dir = host.proc.join(format!("{pid}/fd"));
-    let Ok(fds) = fs::read_dir(&dir) else { return Vec::new() }; // descriptors() said why
+/// The files registered with the io_uring rings process `pid` has open (`rings`: their
+/// descriptors, as [`descriptors`] found them): each ring's fdinfo lists them
+/// (`UserFiles:` then `  N: NAME`, the file's name alone). A name of a device of the
+/// drive counts; a ring whose files the kernel did not list (it lists them only when the
+/// ring is not busy) is re-read, and counts if it stays unlisted.
+fn ring_files(host: &Host, members: &[Member], pid: u32, comm: &str, rings: &[OsString]) -> Vec<String> {
     let mut lines = Vec::new();
-    for fd in fds.filter_map(|e| e.ok()) {
-        let is_ring = fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == IO_URING);
-        if !is_ring {
-            continue;
-        }
-        let fdinfo = host.proc.join(format!("{pid}/fdinfo")).join(fd.file_name());
+    for fd in rings {
+        let fdinfo = host.proc.join(format!("{pid}/fdinfo")).join(fd);
         let mut listed = None;
         for _ in 0..5 {
             match fs::read_to_string(&fdinfo) {
@@ -171,20 +168,25 @@ fn ring_files(host: &Host, members: &[Member], pid: u32, comm: &str) -> Vec<Stri
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let fd = fd.file_name().to_string_lossy().into_owned();
+        let fd = fd.to_string_lossy();
         match listed {
             None => {}
             Some(Ok(names)) => {
                 for name in names {
-                    let Some(m) = members.iter().find(|m| m.name == name || m.aliases.contains(&name)) else { continue };
+                    let Some(m) = members.iter().find(|m| m.name == name || m.aliases.contains(&name)) else {
+                        continue;
+                    };
                     lines.push(format!(
-                        "process {pid} ({comm}) has {} registered as a fixed file of its io_uring ring (descriptor                          {fd}; the file stays open after its own descriptor is closed): stop it, or wait for it to                          finish",
+                        "process {pid} ({comm}) has {} registered as a fixed file of its io_uring ring (descriptor \
+                         {fd}; the file stays open after its own descriptor is closed): stop it, or wait for it to \
+                         finish",
                         m.what
                     ));
                 }
             }
             Some(Err(why)) => lines.push(format!(
-                "cannot see which files process {pid} ({comm}) registered with its io_uring ring (descriptor {fd}:                  {why}): stop it, or run nvtest again when the ring is idle"
+                "cannot see which files process {pid} ({comm}) registered with its io_uring ring (descriptor {fd}: \
+                 {why}): stop it, or run nvtest again when the ring is idle"
             )),
         }
     }
@@ -398,23 +400,31 @@ fn stacked(host: &Host, members: &[Member]) -> Vec<String> {
     lines
 }
 
-/// Descriptors of process `pid` on a device of the drive or on a file of its filesystems.
-fn descriptors(host: &Host, members: &[Member], pid: u32, comm: &str) -> Vec<String> {
+/// Descriptors of process `pid` on a device of the drive or on a file of its filesystems,
+/// and the descriptors of its io_uring rings (for [`ring_files`]).
+fn descriptors(host: &Host, members: &[Member], pid: u32, comm: &str) -> (Vec<String>, Vec<OsString>) {
     let dir = host.proc.join(format!("{pid}/fd"));
     let fds = match fs::read_dir(&dir) {
         Ok(fds) => fds,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return (Vec::new(), Vec::new()),
         Err(e) => {
-            return vec![format!(
+            let line = format!(
                 "cannot see which files process {pid} ({comm}) has open ({e}): run nvtest as root so that the in-use \
                  check is complete"
-            )]
+            );
+            return (vec![line], Vec::new());
         }
     };
     let mut lines = Vec::new();
+    let mut rings = Vec::new();
     let mut seen = BTreeSet::new();
     for fd in fds.filter_map(|e| e.ok()) {
-        let target = fs::read_link(fd.path()).ok().and_then(|t| t.to_str().map(str::to_string));
+        let link = fs::read_link(fd.path()).ok();
+        if link.as_deref().is_some_and(|t| t.as_os_str() == IO_URING) {
+            rings.push(fd.file_name());
+            continue;
+        }
+        let target = link.and_then(|t| t.to_str().map(str::to_string));
         // (member, whether the descriptor is of a file on it rather than the device)
         let found = match host.identify(&fd.path()) {
             Ok(identity) => {
@@ -437,7 +447,7 @@ fn descriptors(host: &Host, members: &[Member], pid: u32, comm: &str) -> Vec<Str
             format!("process {pid} ({comm}) has {} open: stop it, or wait for it to finish", m.what)
         });
     }
-    lines
+    (lines, rings)
 }
 
 /// Memory mappings of process `pid` of a device of the drive, or of a file on one; a
