@@ -77,4 +77,6 @@ log "nvtest in a Linux guest on QEMU, through the kernel's NVMe driver (fixtures
 target/release/nvtest --suite namespaces --suite trim --suite qos --suite arbitration --suite claims \
   --expect fixtures/guest/expected.yaml --junit reports/qemu-linux-ns32.xml --json reports/qemu-linux-ns32.json \
   qemu-linux:ns32
+target/release/nvtest --suite dual-port --expect fixtures/guest/expected.yaml \
+  --junit reports/qemu-linux-dual.xml --json reports/qemu-linux-dual.json qemu-linux:dual
 log "all tests passed"

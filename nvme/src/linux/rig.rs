@@ -159,14 +159,28 @@ pub fn unbind(host: &Host, address: &str) -> Result<(), String> {
     std::fs::write(&unbind, address).map_err(|e| format!("writing {address} to {}: {e}", unbind.display()))
 }
 
-/// Rescans the PCI bus until a live controller with `serial` is back, or `within`
-/// passed: its name and node.
-pub fn find_again(host: &Host, serial: &str, within: Duration) -> Result<(String, PathBuf), String> {
+/// Rescans the PCI bus until the `controllers` live controllers with `serial` the drive
+/// had are back (or, once `within` passed, any): the name and node of the one at PCI
+/// function `address`, else of the first. The controllers of one NVM subsystem share a
+/// serial (the ports of a dual-port drive): the run goes on through the port it was on.
+pub fn find_again(
+    host: &Host,
+    serial: &str,
+    address: &str,
+    controllers: usize,
+    within: Duration,
+) -> Result<(String, PathBuf), String> {
     let deadline = Instant::now() + within;
     let rescan = host.sys_path("bus/pci/rescan");
     loop {
-        if let Some(found) = live_with_serial(host, serial) {
-            return Ok(found);
+        let found = live_with_serial(host, serial);
+        let at_address = found.iter().find(|(name, _)| {
+            let link = host.sys_path(&format!("class/nvme/{name}/device"));
+            std::fs::canonicalize(link).ok().is_some_and(|t| t.file_name().is_some_and(|n| n == address))
+        });
+        let all_back = found.len() >= controllers.max(1) || Instant::now() >= deadline;
+        if let Some(found) = at_address.or(found.first()).filter(|_| all_back) {
+            return Ok(found.clone());
         }
         if Instant::now() >= deadline {
             return Err(format!(
@@ -182,19 +196,20 @@ pub fn find_again(host: &Host, serial: &str, within: Duration) -> Result<(String
     }
 }
 
-/// The live controller whose serial is `serial`, with a device node.
-fn live_with_serial(host: &Host, serial: &str) -> Option<(String, PathBuf)> {
+/// The live controllers whose serial is `serial`, with a device node, by name.
+fn live_with_serial(host: &Host, serial: &str) -> Vec<(String, PathBuf)> {
     let class = host.sys_path("class/nvme");
-    for name in sysfs::dir_names(&class).ok()? {
+    let mut found = Vec::new();
+    for name in sysfs::dir_names(&class).unwrap_or_default() {
         let dir = class.join(&name);
         let same = sysfs::read_attr(&dir.join("serial")).is_ok_and(|s| s.trim() == serial.trim());
         let live = sysfs::read_attr(&dir.join("state")).map_or(true, |s| s == "live");
         let node = host.node_path(&name);
         if same && live && node.exists() {
-            return Some((name, node));
+            found.push((name, node));
         }
     }
-    None
+    found
 }
 
 /// A fault of the rig or the host (never the drive's failure).
@@ -295,7 +310,9 @@ impl super::LinuxDevice {
             run_command("power_on", power_on, &self.controller, &address).map_err(rig_error)?;
         }
         std::thread::sleep(rig.settle);
-        let (_, node) = find_again(&host, &self.controller.serial, rig.come_back_within).map_err(rig_error)?;
+        let controllers = self.ports.len() + 1;
+        let (_, node) = find_again(&host, &self.controller.serial, &address, controllers, rig.come_back_within)
+            .map_err(rig_error)?;
         let controller = sysfs::classify(&host, &node).map_err(|e| rig_error(e.to_string()))?;
         let file = host.open_rw(&node).map_err(|e| rig_error(format!("{}: cannot open: {e}", node.display())))?;
         self.backend = Box::new(super::Kernel::new(host.clone(), file));
@@ -320,5 +337,38 @@ impl super::LinuxDevice {
             link_up_ns: None,
             enumerated_ns: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linux::fake::FakeTree;
+
+    /// The two ports of a dual-port drive share a serial: the controller at the address
+    /// the run was on is found again, once both are back; alone past the wait, any.
+    #[test]
+    fn the_port_the_run_was_on_is_found_again_among_controllers_of_one_serial() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tree = FakeTree::new(dir.path()).unwrap();
+        tree.controller(0, 0, "DUAL-1").unwrap();
+        tree.controller(1, 0, "DUAL-1").unwrap();
+        tree.controller(2, 1, "OTHER").unwrap();
+        let host = tree.host();
+        std::fs::create_dir_all(host.sys_path("bus/pci")).unwrap();
+        let found = |address: &str, controllers| {
+            find_again(&host, "DUAL-1", address, controllers, Duration::from_millis(300)).map(|(name, _)| name)
+        };
+        // FakeTree puts controller N at 0000:00:(N + 4).0.
+        assert_eq!(found("0000:00:05.0", 2).unwrap(), "nvme1");
+        assert_eq!(found("0000:00:04.0", 2).unwrap(), "nvme0");
+        // Its old address gone (renumbered): the first of the serial's.
+        assert_eq!(found("0000:00:09.0", 2).unwrap(), "nvme0");
+        // Three awaited, two back: after the wait, the one at the address.
+        let started = Instant::now();
+        assert_eq!(found("0000:00:05.0", 3).unwrap(), "nvme1");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        let e = find_again(&host, "NONE", "0000:00:04.0", 1, Duration::ZERO).unwrap_err();
+        assert!(e.starts_with("no live controller with serial `NONE` within 0 s"), "{e}");
     }
 }
