@@ -148,6 +148,7 @@ const TWINS: &[(&str, &str, &str, &str)] = &[
     ("erase", "sanitize-restrictions", "sanitize-admits-write-zeroes", "restrictions while a sanitize operation"),
     ("erase", "sanitize-restrictions", "sanitize-admits-dataset-management", "restrictions while a sanitize operation"),
     ("erase", "sanitize-restrictions", "sanitize-admits-firmware-download", "restrictions while a sanitize operation"),
+    ("erase", "sanitize-restrictions", "sanitize-admits-verify", "restrictions while a sanitize operation"),
     (
         "erase",
         "sanitize-restrictions",

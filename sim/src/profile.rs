@@ -25,7 +25,7 @@
 //! firmware: {slots: 4, slot1_read_only: true, activation_without_reset: true, …}   # crate::subsystem::firmware
 //! ana: {groups: 2, transition_ms: 10000}   # NVMe 1.4 only: CMIC bit 3, ANACAP, ANATT; crate::subsystem::ana
 //! reservations: {ptpl: true}     # ONCS bit 5, RESCAP: all six types unless `types: […]`; crate::subsystem::reservation
-//! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, format_nvm, namespace_management]
+//! optional_commands: [compare, write_uncorrectable, dataset_management, write_zeroes, verify, format_nvm, namespace_management]
 //! namespaces: [{lbads: 512, blocks: 1048576, attached: true}]   # also ms: 8, extended: true
 //! # shared: NMIC bit 0 (default true): an attached shared namespace is attached to every
 //! # port's controller, an attached private one (shared: false) to the first controller only.
@@ -242,6 +242,8 @@ pub enum OptionalCommand {
     DatasetManagement,
     /// ONCS bit 3 (with DEAC from NVMe 1.3 on).
     WriteZeroes,
+    /// ONCS bit 7: Verify (NVMe 1.4 and later).
+    Verify,
     /// OACS bit 1.
     FormatNvm,
     /// OACS bit 3: Namespace Management and Namespace Attachment.
@@ -628,6 +630,15 @@ impl ProfileFile {
 
         let mut optional_commands = self.optional_commands.clone();
         optional_commands.dedup();
+        if version < Version::V1_4 && optional_commands.contains(&OptionalCommand::Verify) {
+            return invalid(
+                origin,
+                &self.version.referenced,
+                format!(
+                    "optional command `verify` (ONCS bit 7) is NVMe 1.4 and later; NVMe {version} has no Verify command"
+                ),
+            );
+        }
 
         let (list, list_at) = match &self.namespaces {
             Some(n) => (n.value.as_slice(), n.referenced),

@@ -74,7 +74,7 @@ fn identify_controller_reports_the_profile() {
     assert!(id.frmw.slot1_read_only() && id.frmw.slots() == 4 && id.frmw.activation_without_reset());
     assert_eq!((id.fwug, id.mtfa), (1, 10));
     assert!(id.oncs.compare() && id.oncs.write_uncorrectable() && id.oncs.dataset_management());
-    assert!(id.oncs.write_zeroes() && id.oncs.save_select() && !id.oncs.verify() && id.oncs.reservations());
+    assert!(id.oncs.write_zeroes() && id.oncs.save_select() && id.oncs.verify() && id.oncs.reservations());
     assert!(id.oaes.namespace_attribute_notices());
     assert!(id.lpa.commands_supported_and_effects() && id.lpa.extended_data() && !id.lpa.smart_per_namespace());
     assert!(id.vwc.present());
@@ -551,7 +551,8 @@ fn firmware_slot_and_effects_logs() {
     assert!(cse.admin(AdminOpcode::FirmwareImageDownload as u8).csupp());
     assert!(cse.io(NvmOpcode::Write as u8).lbcc() && cse.io(NvmOpcode::DatasetManagement as u8).lbcc());
     assert!(cse.io(NvmOpcode::Read as u8).csupp() && !cse.io(NvmOpcode::Read as u8).lbcc());
-    assert!(!cse.io(NvmOpcode::Verify as u8).csupp() && cse.io(NvmOpcode::ReservationReport as u8).csupp());
+    let verify = cse.io(NvmOpcode::Verify as u8);
+    assert!(verify.csupp() && !verify.lbcc() && cse.io(NvmOpcode::ReservationReport as u8).csupp());
 }
 
 #[test]

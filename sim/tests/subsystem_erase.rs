@@ -340,8 +340,9 @@ fn each_admits_quirk_lets_only_its_command_through() {
     let ranges = nvm::DsmRange::encode_list(&[nvm::DsmRange::new(0, 1)]);
     let dsm = nvm::dataset_management(1, 1, nvm::DsmAttributes::new().with_ad(true)).unwrap();
     let download = nvme::spec::firmware::firmware_image_download(4096, 0).unwrap();
-    let commands: [(Quirk, bool, nvme::spec::Command); 6] = [
+    let commands: [(Quirk, bool, nvme::spec::Command); 7] = [
         (Quirk::SanitizeAdmitsCompare, false, nvm::compare(1, 0, 0)),
+        (Quirk::SanitizeAdmitsVerify, false, nvm::verify(1, 0, 0)),
         (Quirk::SanitizeAdmitsWriteUncorrectable, false, nvm::write_uncorrectable(1, 0, 0)),
         (Quirk::SanitizeAdmitsWriteZeroes, false, nvm::write_zeroes(1, 0, 0, false)),
         (Quirk::SanitizeAdmitsDatasetManagement, false, dsm),
@@ -374,4 +375,19 @@ fn quirk_erase_spares_interior_band() {
     let (done, band) = host.read(&mut sub, 1, 256, 7, 8 * BLOCK);
     ok(done);
     assert_eq!(band, pattern(1), "the band at NSZE/4 kept its data");
+}
+
+/// Verify (NVMe 1.4 §6.15, ONCS bit 7): succeeds over written blocks without moving data,
+/// fails a block written uncorrectable with Unrecovered Read Error, and a range past NSZE
+/// with LBA Out of Range.
+#[test]
+fn verify_reads_on_the_controllers_side() {
+    let (mut sub, mut host) = drive(&[]);
+    ok(host.write(&mut sub, 1, 0, 7, &pattern(3)));
+    ok(host.io(&mut sub, &nvm::verify(1, 0, 7)));
+    ok(host.io(&mut sub, &nvm::write_uncorrectable(1, 4, 0)));
+    let done = host.io(&mut sub, &nvm::verify(1, 0, 7));
+    assert!(done.status.same_code(&Status::UNRECOVERED_READ_ERROR), "{}", done.status);
+    let done = host.io(&mut sub, &nvm::verify(1, 1020, 7));
+    assert!(done.status.same_code(&Status::LBA_OUT_OF_RANGE), "{}", done.status);
 }

@@ -135,6 +135,19 @@ fn dlfeat_before_1_3_must_be_not_reported() {
 }
 
 #[test]
+fn verify_before_1_4_is_refused_at_the_version() {
+    let text = GOOD
+        .replace("version: \"1.4\"", "version: \"1.2\"")
+        .replace("dlfeat: zeroes", "dlfeat: not_reported")
+        .replace("optional_commands: [dataset_management,", "optional_commands: [verify, dataset_management,");
+    let (line, column, message) = error_of(&text);
+    assert_eq!((line, column), (3, 10));
+    assert!(message.contains("`verify` (ONCS bit 7) is NVMe 1.4 and later"), "{message}");
+    let p = Profile::from_str(&GOOD.replace("optional_commands: [", "optional_commands: [verify, "), "tiny.yaml");
+    assert!(p.unwrap().optional_commands.contains(&nvme_sim::profile::OptionalCommand::Verify));
+}
+
+#[test]
 fn values_out_of_range_point_at_the_value() {
     let cases = [
         ("  serial: T0001", "  serial: T0001T0001T0001T0001X", 7, "serial"),

@@ -106,11 +106,11 @@ fn every_quirk_has_a_test_here() {
     // torn-read-under-write needs a read executed while a write is in flight (the
     // simulated clock, two queues): runner/tests/quirk_twins.rs (WARNS) runs it under the
     // workload engine.
-    // The six sanitize-admits-* and erase-spares-interior-band are in subsystem_erase.rs,
+    // The seven sanitize-admits-* and erase-spares-interior-band are in subsystem_erase.rs,
     // read-only-slot-replaced-at-reset and -now in subsystem_firmware.rs, the four SMART
     // traffic counters (data-units-read-in-blocks, data-units-written-in-blocks,
     // host-reads-omit-compare, host-writes-omit-fua) below.
-    assert_eq!(Quirk::ALL.len(), 142);
+    assert_eq!(Quirk::ALL.len(), 143);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -558,8 +558,7 @@ fn estimate(log: &SanitizeStatusLog, action: SanitizeAction, no_deallocate: bool
 /// While the operation runs, every command §8.15 restricts that the controller supports
 /// is sent once and must be refused with Sanitize In Progress: the I/O commands that
 /// touch user data (Read, Write, and as ONCS advertises them Compare, Write
-/// Uncorrectable, Write Zeroes, Dataset Management; not yet Verify, which the simulated
-/// drive lacks to prove the probe on) and the admin commands that
+/// Uncorrectable, Write Zeroes, Dataset Management, Verify) and the admin commands that
 /// change what the namespaces hold (Format NVM; as OACS advertises them Firmware Image
 /// Download and Namespace Attachment). Each is harmless should the drive run it (one
 /// block, an image never committed, a namespace already attached). Identify must run.
@@ -604,6 +603,12 @@ fn probe_restrictions(ctx: &mut CaseContext<'_>, sanitize: &str) -> StepResult {
         let c = ctx.io(&what, cmd, Data::ToDevice(&ranges))?;
         refused(ctx, sanitize, &what, c.status())?;
         probed.push("Dataset Management");
+    }
+    if oncs.verify() {
+        let what = format!("Verify NSID {nsid} SLBA 0 NLB 0, during the sanitize");
+        let c = ctx.io(&what, nvm::verify(nsid, 0, 0), Data::None)?;
+        refused(ctx, sanitize, &what, c.status())?;
+        probed.push("Verify");
     }
     let settings = format_settings(&namespaces::identify_namespace(ctx, nsid)?);
     let what = format!("Format NVM NSID {nsid} SES 000b, during the sanitize");

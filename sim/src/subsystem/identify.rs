@@ -151,6 +151,7 @@ impl Subsystem {
             .with_write_uncorrectable(self.supports(OptionalCommand::WriteUncorrectable))
             .with_dataset_management(self.supports(OptionalCommand::DatasetManagement))
             .with_write_zeroes(self.supports(OptionalCommand::WriteZeroes))
+            .with_verify(self.supports(OptionalCommand::Verify))
             .with_save_select(true)
             .with_reservations(p.reservations.is_some());
         // FNA and SANICAP as the profile's erase section says (SANICAP: 1.3 and later;

@@ -1,5 +1,6 @@
 //! The NVM command set (NVMe 1.4 §6): Flush, Write, Read, Write Uncorrectable, Compare,
-//! Write Zeroes and Dataset Management, and the data path between host memory and media.
+//! Write Zeroes, Dataset Management and Verify, and the data path between host memory and
+//! media.
 //!
 //! Data moves directly between media chunks and the host memory segments of the command's
 //! PRPs: no buffer is allocated per command. Every input is checked in the order a
@@ -62,6 +63,7 @@ impl Subsystem {
             Some(NvmOpcode::DatasetManagement) if supported(OptionalCommand::DatasetManagement) => {
                 self.dataset_management(cmd, data)
             }
+            Some(NvmOpcode::Verify) if supported(OptionalCommand::Verify) => self.verify(cmd),
             Some(NvmOpcode::ReservationRegister) if self.reservations().is_some() => {
                 self.reservation_register(cmd, data)
             }
@@ -475,23 +477,44 @@ impl Subsystem {
         }
     }
 
+    /// The namespace, SLBA and block count of a command that moves no data (Write
+    /// Uncorrectable, Verify), checked as a controller checks them (namespace, then range);
+    /// `None` when a quirk has it succeed doing nothing (no namespace there, or a range
+    /// past NSZE accepted).
+    fn untransferred_range(&self, cmd: &Command) -> Result<Option<(u32, u64, u64)>, Status> {
+        let Target::Namespace(nsid) = self.io_target(cmd.nsid)? else { return Ok(None) };
+        let (slba, nlb) = (cmd.slba(), cmd.nlb() as u64 + 1);
+        let ns = self.namespace(nsid).ok_or(Status::INVALID_NAMESPACE_OR_FORMAT)?;
+        // Quirk `lba-past-nsze-accepted`: nothing done.
+        let past_end = self.check_range(ns, slba, nlb)?;
+        Ok((!past_end).then_some((nsid, slba, nlb)))
+    }
+
+    /// Verify (§6.15, NVMe 1.4): the blocks are read on the controller's side, nothing is
+    /// transferred (so MDTS does not apply); a block written uncorrectable fails it with
+    /// Unrecovered Read Error. Protection information is not checked (PRINFO ignored).
+    fn verify(&mut self, cmd: &Command) -> Done {
+        let (nsid, slba, nlb) = match self.untransferred_range(cmd) {
+            Ok(Some(range)) => range,
+            Ok(None) => return Done::ok(),
+            Err(s) => return Done::err(s),
+        };
+        let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
+        if ns.any_uncorrectable(slba, nlb) {
+            self.health.media_errors += 1;
+            return Done::err(Status::UNRECOVERED_READ_ERROR);
+        }
+        Done::ok()
+    }
+
     /// Write Uncorrectable (§6.14): the blocks read back with Unrecovered Read Error
     /// until written again.
     fn write_uncorrectable(&mut self, cmd: &Command) -> Done {
-        let nsid = match self.io_target(cmd.nsid) {
-            Ok(Target::Namespace(nsid)) => nsid,
-            Ok(Target::Nothing) => return Done::ok(),
+        let (nsid, slba, nlb) = match self.untransferred_range(cmd) {
+            Ok(Some(range)) => range,
+            Ok(None) => return Done::ok(),
             Err(s) => return Done::err(s),
         };
-        let nlb = cmd.nlb() as u64 + 1;
-        let slba = cmd.slba();
-        let Some(ns) = self.namespace(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
-        match self.check_range(ns, slba, nlb) {
-            Ok(false) => {}
-            // Quirk `lba-past-nsze-accepted`: nothing marked.
-            Ok(true) => return Done::ok(),
-            Err(s) => return Done::err(s),
-        }
         self.settle(nsid, slba, nlb);
         let Some(ns) = self.namespace_mut(nsid) else { return Done::err(Status::INVALID_NAMESPACE_OR_FORMAT) };
         ns.mark_uncorrectable(slba, nlb);

@@ -244,6 +244,7 @@ impl Subsystem {
             (OptionalCommand::Compare, NvmOpcode::Compare, supported),
             (OptionalCommand::WriteZeroes, NvmOpcode::WriteZeroes, changes_content),
             (OptionalCommand::DatasetManagement, NvmOpcode::DatasetManagement, changes_content),
+            (OptionalCommand::Verify, NvmOpcode::Verify, supported),
         ];
         for (c, op, effects) in optional {
             if self.supports(c) {

@@ -369,6 +369,10 @@ pub enum Quirk {
     /// command is refused). Breaks §8.15: a command the section does not allow is aborted
     /// with Sanitize In Progress.
     SanitizeAdmitsNamespaceAttachment,
+    /// Verify runs while a sanitize operation is in progress (every other restricted
+    /// command is refused). Breaks §8.15: a command the section does not allow is aborted
+    /// with Sanitize In Progress.
+    SanitizeAdmitsVerify,
     /// No Sanitize Operation Completed event is raised. Breaks §5.2 / Figure 146 (I/O
     /// Command Specific status, 01h) and §8.15.
     SanitizeNoCompletionEvent,
@@ -711,6 +715,7 @@ impl Quirk {
         Quirk::SanitizeAdmitsDatasetManagement,
         Quirk::SanitizeAdmitsFirmwareDownload,
         Quirk::SanitizeAdmitsNamespaceAttachment,
+        Quirk::SanitizeAdmitsVerify,
         Quirk::ReadOnlySlotReplacedAtReset,
         Quirk::ReadOnlySlotReplacedNow,
         Quirk::DataUnitsReadInBlocks,
@@ -858,6 +863,7 @@ impl Quirk {
             Quirk::SanitizeAdmitsDatasetManagement => "sanitize-admits-dataset-management",
             Quirk::SanitizeAdmitsFirmwareDownload => "sanitize-admits-firmware-download",
             Quirk::SanitizeAdmitsNamespaceAttachment => "sanitize-admits-namespace-attachment",
+            Quirk::SanitizeAdmitsVerify => "sanitize-admits-verify",
             Quirk::ReadOnlySlotReplacedAtReset => "read-only-slot-replaced-at-reset",
             Quirk::ReadOnlySlotReplacedNow => "read-only-slot-replaced-now",
             Quirk::DataUnitsReadInBlocks => "data-units-read-in-blocks",

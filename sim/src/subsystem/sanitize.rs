@@ -268,6 +268,7 @@ impl Subsystem {
                 Some(NvmOpcode::WriteUncorrectable) => Quirk::SanitizeAdmitsWriteUncorrectable,
                 Some(NvmOpcode::WriteZeroes) => Quirk::SanitizeAdmitsWriteZeroes,
                 Some(NvmOpcode::DatasetManagement) => Quirk::SanitizeAdmitsDatasetManagement,
+                Some(NvmOpcode::Verify) => Quirk::SanitizeAdmitsVerify,
                 _ => return false,
             }
         };
