@@ -258,6 +258,13 @@ pub trait Device {
         ))
     }
 
+    /// The largest data transfer one command can move through this target, where the
+    /// host imposes a limit below the drive's MDTS (the Linux driver's queue limits:
+    /// max_hw_sectors_kb and max_segments). `None`: only MDTS limits it.
+    fn max_transfer_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// How many I/O queues a workload can have at once on port `port` (0: this
     /// controller, `n`: [`Device::port`] `n - 1`): the queues the controller allocated
     /// (Set Features Number of Queues, NVMe 1.4 §5.21.1.7, NSQA and NCQA). `None`: no

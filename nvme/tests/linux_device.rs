@@ -335,6 +335,26 @@ fn a_deleted_namespace_disappears_and_io_to_it_is_refused() {
     assert!(matches!(e, DeviceError::Unsupported(_)));
 }
 
+/// A namespace device that refuses a command for a moment (just set up after a rescan):
+/// the command, refused before it was sent, goes again on the same device and completes;
+/// the diagnostics say so.
+#[test]
+fn a_command_refused_for_a_moment_by_a_fresh_device_is_sent_again() {
+    let mut s = setup(0x0001_0400);
+    sent(&s);
+    s.drive.borrow_mut().io_answer = Some(Err(Errno::EINVAL));
+    let c = s.device.io(1, Command::nvm(NvmOpcode::Flush, 1), Data::None, Data::None).unwrap();
+    assert!(c.status().is_success());
+    let nodes: Vec<PathBuf> = sent(&s).into_iter().filter_map(|(node, _)| node).collect();
+    let ng = s.tree.borrow().node("ng0n1");
+    assert_eq!(nodes, [ng.clone(), ng]);
+    let notes = s.device.take_diagnostics();
+    assert!(
+        notes.iter().any(|n| n.contains("EINVAL after a rescan; sent again on ") && n.contains("(the same device)")),
+        "{notes:?}"
+    );
+}
+
 #[test]
 fn a_rescan_that_never_matches_the_drive_is_a_bounded_error() {
     let mut s = setup(0x0001_0400);

@@ -320,6 +320,54 @@ impl LinuxDevice {
         }
     }
 
+    /// Sends an I/O command on `node` (see [`Device::io`]): the passthrough ioctl, and
+    /// the command sent again when the kernel refused it before sending it just after a
+    /// rescan.
+    fn send_io(
+        &mut self,
+        node: &Path,
+        cmd: &Command,
+        pt: &mut PassthruCmd64,
+        qid: u16,
+        what: &str,
+        timeout: u64,
+    ) -> Result<Completion, DeviceError> {
+        match self.backend.io(node, pt) {
+            Ok(ret) => completion(ret, pt.result, qid, what),
+            // The node was the namespace's when the view was read; after a rescan (a
+            // power cycle by remove and rescan) the kernel may have given the namespace
+            // another one, or be still setting up the one it has (a namespace that just
+            // appeared may refuse a command for a moment): the view is read again and
+            // the command, refused before it was sent, sent again on the namespace's
+            // device as it is then, for up to two seconds.
+            Err(e @ (Errno::EINVAL | Errno::ENODEV | Errno::ENXIO | Errno::ENOENT)) => {
+                let mut last = e;
+                for attempt in 1..=20u32 {
+                    std::thread::sleep(Duration::from_millis(100));
+                    self.refresh()?;
+                    let Ok((now, _)) = self.generic_node(cmd.nsid) else { continue };
+                    let what_now = command_name(false, cmd, Some(&now));
+                    match self.backend.io(&now, pt) {
+                        Ok(ret) => {
+                            self.diagnostics.push(format!(
+                                "{what}: {} after a rescan; sent again on {} ({}), {} ms later",
+                                errno_name(e),
+                                now.display(),
+                                if now == node { "the same device" } else { "the namespace's device now" },
+                                attempt * 100
+                            ));
+                            return completion(ret, pt.result, qid, &what_now);
+                        }
+                        Err(again @ (Errno::EINVAL | Errno::ENODEV | Errno::ENXIO | Errno::ENOENT)) => last = again,
+                        Err(other) => return Err(errno_error(other, &what_now, timeout)),
+                    }
+                }
+                Err(errno_error(last, what, timeout))
+            }
+            Err(e) => Err(errno_error(e, what, timeout)),
+        }
+    }
+
     /// Sets RAE on a Get Log Page of a log that has asynchronous events, on NVMe 1.3 and
     /// later controllers (the bit is reserved before 1.3).
     fn retain_events(&mut self, cmd: &mut Command) {
@@ -380,6 +428,12 @@ fn passthru_command(cmd: &Command, timeout_ms: u64) -> PassthruCmd64 {
         timeout_ms: timeout_ms.min(u32::MAX as u64) as u32,
         ..Default::default()
     }
+}
+
+/// Whether a data buffer goes through a page-aligned copy: more than a page, not
+/// starting on a page boundary.
+fn needs_staging(buffer: &[u8]) -> bool {
+    buffer.len() > slots::BUFFER_ALIGN && !(buffer.as_ptr() as usize).is_multiple_of(slots::BUFFER_ALIGN)
 }
 
 /// Puts a buffer's address and length in the command. The driver moves data by the
@@ -573,44 +627,34 @@ impl Device for LinuxDevice {
         }
         let timeout = self.timeout_for(false, cmd.opcode);
         let mut pt = passthru_command(&cmd, timeout);
-        (pt.addr, pt.data_len) = attach_buffer(cmd.opcode, data, &what)?;
-        (pt.metadata, pt.metadata_len) = attach_buffer(cmd.opcode, metadata, &format!("{what}, metadata"))?;
-        match self.backend.io(&node, &mut pt) {
-            Ok(ret) => completion(ret, pt.result, qid, &what),
-            // The node was the namespace's when the view was read; after a rescan (a
-            // power cycle by remove and rescan) the kernel may have given the namespace
-            // another one: read the view again and, if it moved, send the command there.
-            Err(e @ (Errno::EINVAL | Errno::ENODEV | Errno::ENXIO | Errno::ENOENT)) => {
-                // The kernel may still be renaming: looked at for up to a second.
-                let mut found = None;
-                for _ in 0..10 {
-                    self.refresh()?;
-                    match self.generic_node(cmd.nsid) {
-                        Ok((moved, _)) if moved != node => {
-                            found = Some(moved);
-                            break;
-                        }
-                        _ => std::thread::sleep(Duration::from_millis(100)),
-                    }
-                }
-                match found {
-                    Some(moved) => {
-                        self.diagnostics.push(format!(
-                            "{what}: {} after a rescan; sent again on {}, the namespace's device now",
-                            errno_name(e),
-                            moved.display()
-                        ));
-                        let what = command_name(false, &cmd, Some(&moved));
-                        match self.backend.io(&moved, &mut pt) {
-                            Ok(ret) => completion(ret, pt.result, qid, &what),
-                            Err(e) => Err(errno_error(e, &what, timeout)),
-                        }
-                    }
-                    None => Err(errno_error(e, &what, timeout)),
-                }
+        // The kernel maps the buffer page by page (each page a segment when the pages are
+        // not contiguous): a buffer that does not start on a page boundary spans one page
+        // more, which can pass the queue's max_segments and be refused (EINVAL) on one
+        // run and not the next. Such a buffer of more than a page goes through a
+        // page-aligned copy.
+        let mut data = data;
+        let mut staged = match &data {
+            Data::ToDevice(b) if needs_staging(b) => Some(slots::AlignedBuf::new(b.len())?),
+            Data::FromDevice(b) if needs_staging(b) => Some(slots::AlignedBuf::new(b.len())?),
+            _ => None,
+        };
+        let view = match (&mut staged, &mut data) {
+            (Some(copy), Data::ToDevice(b)) => {
+                copy.as_mut_slice().copy_from_slice(b);
+                Data::ToDevice(copy.as_slice())
             }
-            Err(e) => Err(errno_error(e, &what, timeout)),
+            (Some(copy), Data::FromDevice(_)) => Data::FromDevice(copy.as_mut_slice()),
+            (_, Data::ToDevice(b)) => Data::ToDevice(b),
+            (_, Data::FromDevice(b)) => Data::FromDevice(b),
+            (_, Data::None) => Data::None,
+        };
+        (pt.addr, pt.data_len) = attach_buffer(cmd.opcode, view, &what)?;
+        (pt.metadata, pt.metadata_len) = attach_buffer(cmd.opcode, metadata, &format!("{what}, metadata"))?;
+        let done = self.send_io(&node, &cmd, &mut pt, qid, &what, timeout);
+        if let (Some(copy), Data::FromDevice(b), Ok(_)) = (&staged, &mut data, &done) {
+            b.copy_from_slice(copy.as_slice());
         }
+        done
     }
 
     /// The driver picks the queue; queue 1 stands for "an I/O queue of the driver".
@@ -736,6 +780,11 @@ impl Device for LinuxDevice {
 
     fn port_count(&self) -> usize {
         self.ports.len()
+    }
+
+    /// The smallest of the namespaces' limits (each disk's queue limits).
+    fn max_transfer_bytes(&self) -> Option<u64> {
+        self.namespaces.iter().filter_map(|ns| ns.max_transfer_bytes).min()
     }
 
     fn ports_note(&self) -> Option<String> {

@@ -583,8 +583,19 @@ fn block_info(host: &Host, name: &str, sysfs: PathBuf) -> BlockInfo {
 /// A disk's `queue/max_hw_sectors_kb` in bytes, when the kernel reports it.
 fn max_transfer_bytes(disk: &BlockInfo) -> Option<u64> {
     let kib: u64 = read_attr(&disk.sysfs.join("queue/max_hw_sectors_kb")).ok()?.parse().ok()?;
-    kib.checked_mul(1024)
+    let sectors = kib.checked_mul(1024)?;
+    // The kernel maps a passthrough buffer page by page, and refuses (EINVAL) one whose
+    // pages it cannot merge into `max_segments` segments: a page-aligned buffer of
+    // `max_segments` pages always fits ([`super::LinuxDevice`] stages unaligned ones).
+    let segments = read_attr(&disk.sysfs.join("queue/max_segments")).ok().and_then(|t| t.parse::<u64>().ok());
+    Some(match segments {
+        Some(n) if n > 0 => sectors.min(n.saturating_mul(PAGE_BYTES)),
+        _ => sectors,
+    })
 }
+
+/// The page size the kernel maps user buffers in (x86-64, arm64 with 4 KiB pages).
+const PAGE_BYTES: u64 = 4096;
 
 /// The partitions of a disk: children with a `partition` attribute.
 pub fn partitions(host: &Host, disk: &BlockInfo) -> Result<Vec<BlockInfo>, SysfsError> {

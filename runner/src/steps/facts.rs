@@ -29,6 +29,10 @@ pub struct Facts {
     pub cntlid: u16,
     /// MDTS in bytes; `None` means no limit reported.
     pub mdts_bytes: Option<u64>,
+    /// The largest transfer a command can move here: MDTS, or less where the host's
+    /// driver allows less ([`nvme::device::Device::max_transfer_bytes`]); what steps that
+    /// choose their command sizes keep to.
+    pub transfer_bytes: Option<u64>,
     /// CAP.MQES (0's based: the entries of the largest I/O queue less one, which is the
     /// most commands one queue holds in flight), where the target shows its registers.
     pub mqes: Option<u16>,
@@ -86,6 +90,10 @@ impl Facts {
             nn,
             cntlid: ctrl.cntlid,
             mdts_bytes: ctrl.mdts_bytes(mps_min),
+            transfer_bytes: match (ctrl.mdts_bytes(mps_min), device.max_transfer_bytes()) {
+                (Some(m), Some(h)) => Some(m.min(h)),
+                (m, h) => m.or(h),
+            },
             mqes,
             access,
             identify: ctrl,

@@ -287,7 +287,7 @@ pub fn power_fail(ctx: &mut CaseContext<'_>, p: &PowerFail) -> StepResult {
                 &floor,
                 &mut map,
                 cycle_seed,
-                VERIFY_BLOCKS.min(max_blocks(ctx.facts.mdts_bytes, &ranges)),
+                VERIFY_BLOCKS.min(max_blocks(ctx.facts.transfer_bytes, &ranges)),
                 &mut copied(|nsid, lba, n, buf: &mut [u8]| read(device, qid, nsid, lba, n, buf)),
             )?;
             tally.verify_wall += started.elapsed();
@@ -512,7 +512,7 @@ fn establish_floor(
     ));
     set_write_cache(ctx, id, write_cache)?;
     let qid = io_queue(ctx)?;
-    let per_read = VERIFY_BLOCKS.min(max_blocks(ctx.facts.mdts_bytes, ranges));
+    let per_read = VERIFY_BLOCKS.min(max_blocks(ctx.facts.transfer_bytes, ranges));
     let device = &mut *ctx.device;
     let mut map = floor.clone();
     let survival = Survival::Completed("a normal shutdown completed before the power went (§7.6.2)".into());
@@ -657,7 +657,7 @@ pub fn resume(
         ranges.len()
     ));
     let qid = io_queue(ctx)?;
-    let per_read = VERIFY_BLOCKS.min(max_blocks(ctx.facts.mdts_bytes, &ranges));
+    let per_read = VERIFY_BLOCKS.min(max_blocks(ctx.facts.transfer_bytes, &ranges));
     let device = &mut *ctx.device;
     let mut map = floor.clone();
     let verified = verify(

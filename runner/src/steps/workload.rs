@@ -276,6 +276,16 @@ pub(super) fn outcome_of(
     }
 }
 
+/// What limits a command's transfer, for the log: "MDTS (N bytes)", or the host
+/// driver's limit where it is smaller.
+fn transfer_limit(facts: &super::facts::Facts) -> String {
+    match (facts.mdts_bytes, facts.transfer_bytes) {
+        (Some(m), Some(t)) if t < m => format!("the host driver's limit ({t} bytes, below MDTS {m} bytes)"),
+        (None, Some(t)) => format!("the host driver's limit ({t} bytes)"),
+        (_, t) => format!("MDTS ({} bytes)", t.unwrap_or(0)),
+    }
+}
+
 /// The queues for `work`'s jobs, each job's queue set in `work.queues`: a queue per job
 /// where the drive allocated enough (Set Features Number of Queues, NVMe 1.4 §5.21.1.7;
 /// [`nvme::device::Device::io_queue_limit`]). Where it allocated fewer on a port, the
@@ -561,7 +571,7 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<
             )));
         }
         let n = bytes / e.block_size;
-        if ctx.facts.mdts_bytes.is_some_and(|mdts| bytes > mdts) {
+        if ctx.facts.transfer_bytes.is_some_and(|mdts| bytes > mdts) {
             above_mdts.push(bytes);
             continue;
         }
@@ -569,10 +579,11 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<
             u32::try_from(n).map_err(|_| StepError::Error(format!("job {}: {bytes} bytes is too large", job.name)))?,
         );
     }
-    // Sizes the drive cannot take in one command (MDTS) are left out; when none is left,
-    // the largest whole number of blocks MDTS allows stands in for them. The load is
-    // about the data under it, not the command size: the log says what was used.
-    if let (false, Some(mdts)) = (above_mdts.is_empty(), ctx.facts.mdts_bytes) {
+    // Sizes the drive cannot take in one command (MDTS, or the host driver's smaller
+    // limit) are left out; when none is left, the largest whole number of blocks allowed
+    // stands in for them. The load is about the data under it, not the command size:
+    // the log says what was used.
+    if let (false, Some(mdts)) = (above_mdts.is_empty(), ctx.facts.transfer_bytes) {
         if blocks_per_command.is_empty() {
             let n = mdts / e.block_size;
             if n == 0 {
@@ -586,9 +597,10 @@ pub(super) fn build(ctx: &mut CaseContext<'_>, job: &WorkloadJob) -> StepResult<
         let used: Vec<String> = blocks_per_command.iter().map(|&n| (n as u64 * e.block_size).to_string()).collect();
         let left: Vec<String> = above_mdts.iter().map(u64::to_string).collect();
         ctx.log.push(format!(
-            "job {}: {}-byte commands exceed MDTS ({mdts} bytes): sizes used {} bytes",
+            "job {}: {}-byte commands exceed {}: sizes used {} bytes",
             job.name,
             left.join(", "),
+            transfer_limit(ctx.facts),
             used.join(", ")
         ));
     }
